@@ -1,0 +1,58 @@
+"""convcodeworld-gym: Gymnasium environments for ConvCodeWorld and ConvCodeBench.
+
+Importing the package registers the ids ``ConvCodeWorld-<combination>-v0``:
+
+>>> import gymnasium as gym, convcodeworld_gym
+>>> env = gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval")
+>>> obs, info = env.reset(seed=0)
+>>> sorted(obs)
+['code', 'compilation_feedback', 'execution_feedback', 'task', 'turn', 'verbal_feedback']
+>>> env.close()
+"""
+
+from .combos import ALL_CONFIGS, FeedbackConfig
+from .env import OBSERVATION_KEYS, ConvCodeWorldEnv
+from .errors import (
+    ConvCodeWorldError,
+    DatasetError,
+    ExecutorError,
+    FeedbackUnavailable,
+    MalformedRecordError,
+    ResetNeeded,
+    UnknownTaskError,
+)
+from .extract import build_program, extract_code
+from .registration import LIVE_IDS, env_id, register_envs
+from .sandbox import ExecutionResult, Executor, Limits, LocalExecutor, Outcome
+from .tasks import Task, TaskSet, load_tasks
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConvCodeWorldEnv",
+    "OBSERVATION_KEYS",
+    "FeedbackConfig",
+    "ALL_CONFIGS",
+    "LIVE_IDS",
+    "env_id",
+    "register_envs",
+    "Task",
+    "TaskSet",
+    "load_tasks",
+    "extract_code",
+    "build_program",
+    "Executor",
+    "LocalExecutor",
+    "Limits",
+    "ExecutionResult",
+    "Outcome",
+    "ConvCodeWorldError",
+    "DatasetError",
+    "MalformedRecordError",
+    "UnknownTaskError",
+    "FeedbackUnavailable",
+    "ExecutorError",
+    "ResetNeeded",
+]
+
+register_envs()

@@ -1,0 +1,278 @@
+"""``ConvCodeWorldEnv``: one multi-turn code-generation episode per task.
+
+An episode is one task. Turn 0 is the model's first program; each later turn is a rewrite
+after feedback, up to ``max_turns`` (10) rewrites, so at most 11 programs. Every program is
+compiled (CF) and, when it compiles, run against *all* the task's tests: the reward is 1.0
+exactly when every test passes, whatever feedback the combination shows.
+
+Holds:
+    ConvCodeWorldEnv   the Gymnasium environment
+    Timings            per-step timings in ``info`` (compare equal: they are measurements)
+    OBSERVATION_KEYS   the text fields of an observation, in order
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from .combos import FeedbackConfig
+from .errors import FeedbackUnavailable, ResetNeeded
+from .extract import build_program, extract_code
+from .feedback import PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
+from .feedback.context import TurnContext, VerbalFeedback
+from .sandbox import ExecutionResult, Executor, LocalExecutor
+from .spaces import MAX_TEXT_CHARS, UnicodeText
+from .tasks import DatasetSpec, Task, TaskSet, load_tasks
+
+__all__ = ["ConvCodeWorldEnv", "Timings", "OBSERVATION_KEYS", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_REPLY_CHARS"]
+
+OBSERVATION_KEYS = ("task", "code", "compilation_feedback", "execution_feedback", "verbal_feedback", "turn")
+DEFAULT_MAX_TURNS = 10
+#: Replies longer than this are rejected as a failed turn (never compiled or run).
+DEFAULT_MAX_REPLY_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds spent in one step. Fields never take part in equality: two runs of the
+    same episode give equal infos although their timings differ."""
+
+    compile_s: float = field(default=0.0, compare=False)
+    execute_s: float = field(default=0.0, compare=False)
+    verbal_s: float = field(default=0.0, compare=False)
+    step_s: float = field(default=0.0, compare=False)
+
+
+class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
+    """ConvCodeWorld: multi-turn code generation with compilation, execution and verbal feedback.
+
+    Args:
+        feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
+        dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks.
+        task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`).
+        executor: runs the tests; default a :class:`LocalExecutor` owned (and closed) by the env.
+        max_turns: feedback turns after turn 0; the episode is truncated after turn ``max_turns``.
+        verbal_feedback: the simulated user, required for SNF / SEF combinations.
+        max_reply_chars: longer replies are a failed turn with an explanation.
+        render_mode: ``None`` or ``"ansi"``.
+
+    Observation (a ``Dict`` of text fields and the turn): ``task`` (the instruction),
+    ``code`` (the code judged this step), ``compilation_feedback``, ``execution_feedback`` and
+    ``verbal_feedback`` (``""`` when not shown), ``turn`` (index of the next submission).
+
+    Action: the model's raw reply, or bare code (any ``str``).
+
+    >>> env = ConvCodeWorldEnv("CF-EF_full", dataset="humaneval")
+    >>> obs, info = env.reset(seed=0, options={"task_id": "HumanEval/0"})
+    >>> obs["turn"], info["task_id"]
+    (0, 'HumanEval/0')
+    >>> obs, reward, terminated, truncated, info = env.step("def has_close_elements(numbers, threshold):\\n    return False")
+    >>> reward, terminated, obs["execution_feedback"].splitlines()[0]
+    (0.0, False, 'TEST_1')
+    >>> obs, reward, terminated, truncated, info = env.step(env.task.ground_truth)
+    >>> reward, terminated, obs["execution_feedback"]
+    (1.0, True, 'Passed all test runs')
+    >>> env.close()
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        feedback: str | FeedbackConfig = "CF",
+        dataset: DatasetSpec = "bigcodebench",
+        *,
+        task_ids: list[str] | tuple[str, ...] | None = None,
+        stdlib_only: bool = False,
+        limit: int | None = None,
+        executor: Executor | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        verbal_feedback: VerbalFeedback | None = None,
+        max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
+        render_mode: str | None = None,
+    ) -> None:
+        self.config = FeedbackConfig.parse(feedback)
+        if self.config.verbal != "none" and verbal_feedback is None:
+            raise FeedbackUnavailable(
+                f"combination {self.config.name} needs verbal feedback ({self.config.verbal} user) but no "
+                "simulator is configured; pass verbal_feedback=<a VerbalFeedback provider>, "
+                "or choose a combination without SNF/SEF"
+            )
+        if verbal_feedback is not None and self.config.verbal == "none":
+            raise ValueError(f"combination {self.config.name} shows no verbal feedback; drop verbal_feedback=")
+        if not isinstance(max_turns, int) or max_turns < 0:
+            raise ValueError(f"max_turns must be an int >= 0, got {max_turns!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+
+        self.tasks: TaskSet = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only, limit=limit)
+        if len(self.tasks) == 0:
+            raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit")
+        self.max_turns = max_turns
+        self.max_reply_chars = max_reply_chars
+        self.verbal_feedback = verbal_feedback
+        self.render_mode = render_mode
+        self._owns_executor = executor is None
+        self.executor: Executor = executor if executor is not None else LocalExecutor()
+
+        text = UnicodeText(MAX_TEXT_CHARS)
+        self.action_space = UnicodeText(MAX_TEXT_CHARS)
+        self.observation_space = spaces.Dict(
+            {
+                "task": text,
+                "code": text,
+                "compilation_feedback": text,
+                "execution_feedback": text,
+                "verbal_feedback": text,
+                "turn": spaces.Discrete(max_turns + 2),
+            }
+        )
+        self._task: Task | None = None
+        self._turn = 0
+        self._done = True
+        self._last_obs: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def task(self) -> Task:
+        """The task of the current episode."""
+        if self._task is None:
+            raise ResetNeeded("no episode yet: call env.reset() first")
+        return self._task
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Start an episode.
+
+        The task is ``options["task_id"]``, or ``options["task_index"]``, or drawn from the
+        env's seeded generator (the same seed gives the same task).
+        """
+        super().reset(seed=seed)
+        self._task = self._choose_task(options or {})
+        self._turn = 0
+        self._done = False
+        obs = self._observation(code="", cf="", ef="", vf="")
+        self._last_obs = obs
+        info = {
+            "task_id": self._task.task_id,
+            "turn": 0,
+            "test_names": list(self._task.test_names),
+            "feedback": self.config.name,
+        }
+        return obs, info
+
+    def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        if not isinstance(action, str):
+            raise TypeError(f"action must be str (the model's reply or code), got {type(action).__name__}")
+        if self._done or self._task is None:
+            raise ResetNeeded("the episode is over (or never started): call env.reset() before step()")
+        started = time.perf_counter()
+        task, turn = self._task, self._turn
+
+        if len(action) > self.max_reply_chars:
+            code, compile_ok = "", False
+            cf = (
+                f"Reply rejected: it has {len(action)} characters, more than the limit of {self.max_reply_chars}. "
+                "Nothing was compiled or run."
+            )
+        else:
+            code = extract_code(action)
+            compile_ok, cf = compilation_feedback(code)
+        compiled_at = time.perf_counter()
+
+        if compile_ok:
+            result = self.executor.run(task, build_program(task, code))
+        else:
+            result = ExecutionResult.not_executed(task.test_names, "Not run: the code does not compile.")
+        executed_at = time.perf_counter()
+
+        ef: str | None = None
+        if self.config.execution != "none" and compile_ok:
+            ef = execution_feedback(result, self.config.execution, task.test_names[:PARTIAL_TEST_COUNT])
+        vf: str | None = None
+        if self.verbal_feedback is not None:
+            context = TurnContext(task, turn, code, compile_ok, cf, ef, result, self.config)
+            vf = self.verbal_feedback(context)
+        verbal_at = time.perf_counter()
+
+        passed = result.passed
+        terminated = passed
+        truncated = not terminated and turn >= self.max_turns
+        self._done = terminated or truncated
+        self._turn = turn + 1
+        obs = self._observation(code=code, cf=cf, ef=ef or "", vf=vf or "")
+        self._last_obs = obs
+        info = {
+            "task_id": task.task_id,
+            "turn": turn,
+            "passed": passed,
+            "compile_ok": compile_ok,
+            "pass_fraction": result.pass_fraction,
+            "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
+            "crash": result.crash,
+            "limits_hit": list(result.limits_hit),
+            "feedback_shown": {
+                "compilation": True,
+                "execution": self.config.execution if ef is not None else None,
+                "verbal": self.config.verbal if vf else None,
+            },
+            "verbal_feedback_source": getattr(self.verbal_feedback, "source", None) if vf is not None else None,
+            "episode_end": "passed" if terminated else ("max_turns" if truncated else None),
+            "timings": Timings(
+                compile_s=compiled_at - started,
+                execute_s=executed_at - compiled_at,
+                verbal_s=verbal_at - executed_at,
+                step_s=time.perf_counter() - started,
+            ),
+        }
+        return obs, 1.0 if passed else 0.0, terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        if self._last_obs is None:
+            return "(no episode: call reset())\n"
+        obs = self._last_obs
+        task_id = self._task.task_id if self._task else "?"
+        parts = [f"=== {task_id} [{self.config.name}] next turn {obs['turn']} ==="]
+        for key in ("code", "compilation_feedback", "execution_feedback", "verbal_feedback"):
+            if obs[key]:
+                parts.append(f"--- {key} ---\n{obs[key]}")
+        if len(parts) == 1:
+            parts.append(obs["task"])
+        return "\n".join(parts) + "\n"
+
+    def close(self) -> None:
+        if self._owns_executor:
+            self.executor.close()
+        super().close()
+
+    # ------------------------------------------------------------- helpers
+
+    def _choose_task(self, options: dict[str, Any]) -> Task:
+        unknown = set(options) - {"task_id", "task_index"}
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; accepted: 'task_id', 'task_index'")
+        if "task_id" in options:
+            return self.tasks[str(options["task_id"])]
+        if "task_index" in options:
+            index = options["task_index"]
+            if not isinstance(index, int) or not 0 <= index < len(self.tasks):
+                raise ValueError(f"task_index must be an int in [0, {len(self.tasks)}), got {index!r}")
+            return self.tasks[index]
+        return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+
+    def _observation(self, *, code: str, cf: str, ef: str, vf: str) -> dict[str, Any]:
+        return {
+            "task": self.task.prompt,
+            "code": code,
+            "compilation_feedback": cf,
+            "execution_feedback": ef,
+            "verbal_feedback": vf,
+            "turn": min(self._turn, self.max_turns + 1),
+        }

@@ -1,0 +1,68 @@
+"""Named errors of convcodeworld-gym, so callers can catch exactly what went wrong.
+
+Every error raised on purpose by this package derives from :class:`ConvCodeWorldError`.
+Messages name the bad input and say how to fix it.
+
+Holds:
+    ConvCodeWorldError   base class
+    DatasetError         a task source cannot be found or read
+    MalformedRecordError one record of a task file is wrong (names file, line, field)
+    UnknownTaskError     a task id that is not in the loaded task set
+    FeedbackUnavailable  a feedback kind that is not configured (e.g. verbal feedback without a simulator)
+    ExecutorError        the executor itself failed (never raised for bad *model* code)
+    ResetNeeded          ``step`` called before ``reset`` or after the episode ended
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConvCodeWorldError",
+    "DatasetError",
+    "MalformedRecordError",
+    "UnknownTaskError",
+    "FeedbackUnavailable",
+    "ExecutorError",
+    "ResetNeeded",
+]
+
+
+class ConvCodeWorldError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class DatasetError(ConvCodeWorldError):
+    """A task source cannot be found, downloaded or parsed as a whole."""
+
+
+class MalformedRecordError(DatasetError):
+    """One record of a task file is malformed.
+
+    The message names the file, the 1-based line (or row) and the field.
+    """
+
+    def __init__(self, path: str, line: int, field: str, problem: str) -> None:
+        self.path, self.line, self.field, self.problem = path, line, field, problem
+        super().__init__(f"{path}, line {line}, field {field!r}: {problem}")
+
+
+class UnknownTaskError(ConvCodeWorldError, KeyError):
+    """A task id was asked for that the loaded task set does not hold."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class FeedbackUnavailable(ConvCodeWorldError, NotImplementedError):
+    """A feedback kind was requested that has no provider configured."""
+
+
+class ExecutorError(ConvCodeWorldError):
+    """The executor could not run at all (bad configuration, missing interpreter).
+
+    Failures of the *program under test* are never raised: they come back as a
+    failed :class:`~convcodeworld_gym.sandbox.ExecutionResult`.
+    """
+
+
+class ResetNeeded(ConvCodeWorldError, RuntimeError):
+    """``step`` was called before ``reset`` or after the episode had ended."""

@@ -1,0 +1,78 @@
+"""The executor interface every backend implements, and the limits it runs under.
+
+Holds:
+    Limits    time and size limits of one execution
+    Executor  abstract base: ``run(task, program)`` and ``run_many(jobs)``
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from ..tasks import Task
+from .result import ExecutionResult
+
+__all__ = ["Limits", "Executor"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits of one execution.
+
+    Attributes:
+        suite_timeout_s: wall-clock limit of the whole suite. The reference allowed 121 s.
+        test_timeout_s: wall-clock limit of one test method; ``None`` means only the suite limit.
+        max_code_chars: programs longer than this are rejected without running.
+    """
+
+    suite_timeout_s: float = 121.0
+    test_timeout_s: float | None = None
+    max_code_chars: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if not self.suite_timeout_s > 0:
+            raise ValueError(f"Limits.suite_timeout_s must be > 0, got {self.suite_timeout_s}")
+        if self.test_timeout_s is not None and not self.test_timeout_s > 0:
+            raise ValueError(f"Limits.test_timeout_s must be > 0 or None, got {self.test_timeout_s}")
+
+
+class Executor(abc.ABC):
+    """Runs a program against a task's unittest suite and reports per-test outcomes.
+
+    Contract:
+        * never raises because of the program under test: bad code gives a failed result;
+        * a test that did not report is not passed;
+        * the same (task, program) gives the same outcomes, apart from timings.
+
+    Executors are context managers; ``close()`` releases workers and is idempotent.
+    """
+
+    limits: Limits
+
+    @abc.abstractmethod
+    def run(self, task: Task, program: str) -> ExecutionResult:
+        """Execute ``program`` followed by ``task.test`` and return the outcomes."""
+
+    def run_many(self, jobs: Sequence[tuple[Task, str]], max_workers: int | None = None) -> list[ExecutionResult]:
+        """Run several (task, program) jobs concurrently; results come back in job order."""
+        if len(jobs) <= 1 or max_workers == 1:
+            return [self.run(task, program) for task, program in jobs]
+        with ThreadPoolExecutor(max_workers=max_workers or self.default_concurrency()) as pool:
+            return list(pool.map(lambda job: self.run(*job), jobs))
+
+    def default_concurrency(self) -> int:
+        import os
+
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+    def close(self) -> None:
+        """Release resources. Safe to call more than once."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

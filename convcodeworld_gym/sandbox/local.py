@@ -1,0 +1,248 @@
+"""Local executor: one fresh child interpreter per execution, in its own process group.
+
+The parent, not the child, owns the clock: it reads per-test events from a pipe and
+kills the whole process group when a test or the suite runs over its limit. Whatever
+the child reported before that stands; the running test is ``TIMEOUT`` and the tests
+after it are ``NOT_RUN``.
+
+Holds:
+    LocalExecutor   subprocess-per-execution backend
+    child_env       the scrubbed environment a child gets
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..tasks import TEST_CLASS, Task
+from .executor import Executor, Limits
+from .result import ExecutionResult, Outcome, TestResult
+
+__all__ = ["LocalExecutor", "child_env", "MODULE_NAME"]
+
+#: Module (and file) name the program runs as; tracebacks name ``__test__.py``, as in the reference.
+MODULE_NAME = "__test__"
+_RUNNER = Path(__file__).with_name("_runner.py")
+_POLL_S = 0.25
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+def child_env(workdir: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child: nothing inherited but ``PATH`` (with this interpreter first) and locale.
+
+    No API keys or other secrets can reach the program, because nothing else is copied.
+    """
+    bindir = os.path.dirname(sys.executable)
+    path = os.pathsep.join([bindir, *[p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p != bindir]])
+    env = {
+        "PATH": path,
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+        "MPLBACKEND": "Agg",
+        **{var: "1" for var in _THREAD_VARS},
+    }
+    if extra:
+        env.update(extra)
+    return env
+
+
+class LocalExecutor(Executor):
+    """Runs each program in a fresh ``python`` child with a private temporary work dir.
+
+    This backend isolates processes, time and environment variables; it does not confine
+    file-system or network access (see the sandbox documentation for confined backends).
+
+    >>> from convcodeworld_gym.tasks import load_tasks
+    >>> task = load_tasks("humaneval")["HumanEval/0"]
+    >>> with LocalExecutor() as ex:
+    ...     ex.run(task, task.ground_truth).passed
+    True
+    """
+
+    def __init__(self, limits: Limits | None = None, python: str | None = None) -> None:
+        self.limits = limits or Limits()
+        self.python = python or sys.executable
+
+    def run(self, task: Task, program: str) -> ExecutionResult:
+        if len(program) > self.limits.max_code_chars:
+            return ExecutionResult.not_executed(
+                task.test_names, f"Not run: the program has {len(program)} characters, over the limit of {self.limits.max_code_chars}."
+            )
+        started = time.monotonic()
+        workdir = tempfile.mkdtemp(prefix="ccw_")  # no "-": task 1127 splits paths on it
+        try:
+            events, stop_reason, exit_desc = self._execute(task, program, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        result = _assemble(task.test_names, events, stop_reason, exit_desc, self.limits)
+        return ExecutionResult(
+            tests=result.tests,
+            executed=True,
+            crash=result.crash,
+            limits_hit=result.limits_hit,
+            wall_time_s=time.monotonic() - started,
+            details={"backend": "local", "confinement": "process"},
+        )
+
+    def _execute(self, task: Task, program: str, workdir: str) -> tuple[list[dict], str | None, str]:
+        job = json.dumps({"program": program, "test": task.test, "test_class": TEST_CLASS, "module": MODULE_NAME})
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-s", str(_RUNNER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=workdir,
+                env=child_env(workdir, {"CCW_RESULT_FD": str(write_fd)}),
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
+        except OSError:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        try:
+            try:
+                proc.stdin.write(job.encode("utf-8", "surrogatepass"))  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+            except BrokenPipeError:
+                pass
+            events, stop_reason = self._collect(read_fd, proc)
+        finally:
+            os.close(read_fd)
+            _kill_group(proc.pid)
+            proc.wait()
+        return events, stop_reason, _describe_exit(proc.returncode)
+
+    def _collect(self, read_fd: int, proc: subprocess.Popen) -> tuple[list[dict], str | None]:
+        """Read events until the suite ends, the child dies, or a limit is hit; returns (events, stop reason).
+
+        The channel can stay open after the child exits (a grandchild inherited it), so the
+        child's own exit also ends the read once the pipe is drained.
+        """
+        limits = self.limits
+        suite_deadline = time.monotonic() + limits.suite_timeout_s
+        test_deadline: float | None = None
+        events: list[dict] = []
+        buffer = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(read_fd, selectors.EVENT_READ)
+            while True:
+                now = time.monotonic()
+                deadline = suite_deadline if test_deadline is None else min(suite_deadline, test_deadline)
+                if now >= deadline:
+                    return events, "suite_timeout" if deadline == suite_deadline else "test_timeout"
+                if not sel.select(timeout=min(deadline - now, _POLL_S)):
+                    if proc.poll() is not None and not sel.select(timeout=0):
+                        return events, None
+                    continue
+                chunk = os.read(read_fd, 1 << 16)
+                if not chunk:
+                    return events, None
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    event = _decode(line)
+                    if event is None:
+                        continue
+                    events.append(event)
+                    if event.get("e") == "start" and limits.test_timeout_s is not None:
+                        test_deadline = time.monotonic() + limits.test_timeout_s
+                    elif event.get("e") == "end":
+                        test_deadline = None
+                    elif event.get("e") in ("done", "crash"):
+                        return events, None
+
+
+def _decode(line: bytes) -> dict | None:
+    try:
+        event = json.loads(line.decode("utf-8", "surrogatepass"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def _assemble(
+    expected: tuple[str, ...], events: list[dict], stop_reason: str | None, exit_desc: str, limits: Limits
+) -> ExecutionResult:
+    """Turn the event stream into per-test results. Unreported tests are never passed."""
+    finished: dict[str, TestResult] = {}
+    running: str | None = None
+    crash: str | None = None
+    done = False
+    for event in events:
+        kind = event.get("e")
+        name = str(event.get("name", ""))
+        if kind == "start":
+            running = name
+        elif kind == "end":
+            try:
+                outcome = Outcome(event.get("outcome"))
+            except ValueError:
+                outcome = Outcome.ERROR
+            finished.setdefault(name, TestResult(name, outcome, str(event.get("tb", ""))))
+            running = None if running == name else running
+        elif kind == "crash":
+            crash = str(event.get("tb", ""))
+        elif kind == "done":
+            done = True
+
+    limits_hit: tuple[str, ...] = ()
+    if stop_reason is not None:
+        limits_hit = (stop_reason,)
+        seconds = limits.test_timeout_s if stop_reason == "test_timeout" else limits.suite_timeout_s
+        what = "the per-test time limit" if stop_reason == "test_timeout" else "the suite time limit"
+        stop_text = f"TimeoutError: stopped after exceeding {what} of {seconds:g} s"
+        if running is not None:
+            finished[running] = TestResult(running, Outcome.TIMEOUT, stop_text)
+        elif crash is None and not finished:
+            crash = f"{stop_text} before any test started (while loading the program or the tests)"
+        not_run = f"Not run: the suite was stopped after exceeding {what} of {seconds:g} s."
+    elif not done and crash is None:
+        reason = f"The test process {exit_desc} before reporting all results."
+        if running is not None:
+            finished[running] = TestResult(running, Outcome.ERROR, reason + f" It was running {running}.")
+        elif not finished:
+            crash = reason
+        not_run = f"Not run: the test process {exit_desc} before this test."
+    else:
+        not_run = "Not run: the program failed before the tests could run." if crash else "Not run: the test did not report a result."
+
+    tests = [finished.pop(name, None) or TestResult(name, Outcome.NOT_RUN, not_run) for name in expected]
+    tests.extend(finished.values())  # fixture errors and tests the parser did not see
+    return ExecutionResult(tests=tuple(tests), crash=crash, limits_hit=limits_hit)

@@ -1,0 +1,94 @@
+"""What an execution returns: per-test outcomes and the facts around them.
+
+Holds:
+    Outcome          passed / failed / error / timeout / not_run / skipped
+    TestResult       one test method's outcome and traceback text
+    ExecutionResult  the whole run: tests, crash text, limits hit, wall time
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = ["Outcome", "TestResult", "ExecutionResult"]
+
+
+class Outcome(str, Enum):
+    """Outcome of one test method. Only ``PASSED`` and ``SKIPPED`` count as passing."""
+
+    PASSED = "passed"
+    SKIPPED = "skipped"  # unittest counts a skip as success, and so did the reference
+    FAILED = "failed"  # an assertion failed
+    ERROR = "error"  # the test raised something other than an assertion error
+    TIMEOUT = "timeout"  # the test was running when a time limit stopped the suite
+    NOT_RUN = "not_run"  # the test never reported: compile error, crash, or an earlier stop
+
+    @property
+    def ok(self) -> bool:
+        return self in (Outcome.PASSED, Outcome.SKIPPED)
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One test method: its name, outcome and the traceback (or reason) when it did not pass."""
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    outcome: Outcome
+    traceback: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """The result of running a program against a task's test suite.
+
+    A test that did not report is never passed. ``passed`` is the reward signal: the
+    program ran, nothing crashed outside the tests, and every test passed.
+
+    Attributes:
+        tests: one entry per test, in the order of the test source (then any unexpected entries).
+        executed: False when the program was not run (it did not compile, or was rejected).
+        crash: traceback of a failure outside any test (module-level error, dead process), else None.
+        limits_hit: names of the limits that stopped the run, e.g. ``("suite_timeout",)``.
+        wall_time_s: seconds spent, excluded from equality (timings are measurements, not state).
+        details: executor-specific facts (backend, confinement level, ...), excluded from equality.
+    """
+
+    tests: tuple[TestResult, ...]
+    executed: bool = True
+    crash: str | None = None
+    limits_hit: tuple[str, ...] = ()
+    wall_time_s: float = field(default=0.0, compare=False)
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.executed and self.crash is None and bool(self.tests) and all(t.outcome.ok for t in self.tests)
+
+    @property
+    def timed_out(self) -> bool:
+        return any(t.outcome is Outcome.TIMEOUT for t in self.tests)
+
+    @property
+    def pass_fraction(self) -> float:
+        """Share of tests that passed (0.0 for an empty or unexecuted suite)."""
+        return sum(t.outcome.ok for t in self.tests) / len(self.tests) if self.tests else 0.0
+
+    def by_name(self) -> dict[str, TestResult]:
+        return {t.name: t for t in self.tests}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (outcomes as strings)."""
+        data = asdict(self)
+        data["tests"] = [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in self.tests]
+        data["limits_hit"] = list(self.limits_hit)
+        data["passed"] = self.passed
+        return data
+
+    @classmethod
+    def not_executed(cls, test_names: tuple[str, ...], reason: str) -> ExecutionResult:
+        """Every test ``NOT_RUN`` with ``reason``: for programs that were never started."""
+        return cls(tests=tuple(TestResult(n, Outcome.NOT_RUN, reason) for n in test_names), executed=False)

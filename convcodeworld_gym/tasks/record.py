@@ -1,0 +1,143 @@
+"""The :class:`Task` record and facts derived from its source text.
+
+Holds:
+    Task               immutable task record (BigCodeBench schema, any source)
+    test_method_names  the ``test*`` methods of ``TestCases``, in source order
+    imported_modules   top-level module names a piece of source imports
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import sys
+import warnings
+from dataclasses import dataclass
+from functools import cached_property
+
+__all__ = ["Task", "test_method_names", "imported_modules", "TEST_CLASS"]
+
+#: Name of the unittest class every task's test source defines.
+TEST_CLASS = "TestCases"
+
+_STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+
+
+def _parse(source: str) -> ast.Module | None:
+    """Parse without executing; task sources with invalid escapes must not warn."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            return ast.parse(source)
+        except (SyntaxError, ValueError):
+            return None
+
+
+def test_method_names(test_source: str, class_name: str = TEST_CLASS) -> tuple[str, ...]:
+    """Return the names of the test methods (``test*``) of ``class_name``, in source order.
+
+    The source is parsed, never executed. Helpers such as ``setUp`` are not tests; a name
+    defined twice counts once, at its first position (as in the class's namespace).
+    Returns ``()`` when the source does not parse or has no such class.
+
+    >>> test_method_names("class TestCases:\\n def setUp(self): pass\\n def test_b(self): pass\\n def test_a(self): pass")
+    ('test_b', 'test_a')
+    """
+    tree = _parse(test_source)
+    for node in tree.body if tree is not None else ():
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            names = (
+                item.name
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
+            )
+            return tuple(dict.fromkeys(names))  # a method defined twice is one test
+    return ()
+
+
+test_method_names.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def imported_modules(source: str) -> frozenset[str]:
+    """Top-level names of every module that ``source`` imports, at any depth.
+
+    Relative imports are ignored. Returns an empty set when the source does not parse.
+
+    >>> sorted(imported_modules("import os.path\\nfrom numpy import array\\ndef f():\\n    import pandas as pd"))
+    ['numpy', 'os', 'pandas']
+    """
+    tree = _parse(source)
+    if tree is None:
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return frozenset(names)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One programming task: an instruction, a reference solution and a unittest suite.
+
+    Attributes:
+        task_id: unique id, e.g. ``"BigCodeBench/0"`` or ``"HumanEval/0"``.
+        prompt: the natural-language instruction shown to the model (BigCodeBench ``instruct_prompt``).
+        code_prompt: the code the solution starts from (imports + ``def entry_point(...)`` line).
+        entry_point: name of the function under test.
+        canonical_solution: the reference body; ``code_prompt + canonical_solution`` is the ground truth.
+        test: unittest source defining ``class TestCases(unittest.TestCase)``.
+        libs: libraries the task declares (BigCodeBench ``libs``).
+        source: where the task came from, e.g. ``"bigcodebench:v0.1.0_hf"``.
+
+    >>> t = Task("demo/0", "Add one.", "def f(x):\\n", "f", "    return x + 1\\n",
+    ...          "import unittest\\nclass TestCases(unittest.TestCase):\\n    def test_1(self):\\n        self.assertEqual(f(1), 2)\\n")
+    >>> t.header, t.test_names, t.stdlib_only
+    ('', ('test_1',), True)
+    """
+
+    task_id: str
+    prompt: str
+    code_prompt: str
+    entry_point: str
+    canonical_solution: str
+    test: str
+    libs: tuple[str, ...] = ()
+    source: str = "custom"
+
+    @property
+    def ground_truth(self) -> str:
+        """The reference program: ``code_prompt + canonical_solution``."""
+        return self.code_prompt + self.canonical_solution
+
+    @cached_property
+    def header(self) -> str:
+        """The part of ``code_prompt`` before ``def <entry_point>`` (its imports).
+
+        The reference prepends this to every program the model writes.
+        """
+        return self.code_prompt.split(f"def {self.entry_point}")[0]
+
+    @cached_property
+    def test_names(self) -> tuple[str, ...]:
+        """Test methods of ``TestCases`` in source order (parsed, not executed)."""
+        return test_method_names(self.test)
+
+    @cached_property
+    def test_digest(self) -> str:
+        """SHA-256 of the test source: identifies the suite for result caches."""
+        return hashlib.sha256(self.test.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @cached_property
+    def third_party_modules(self) -> frozenset[str]:
+        """Non-standard-library modules named by ``libs`` or imported by the ground truth or the tests."""
+        mods = set(self.libs) | imported_modules(self.ground_truth) | imported_modules(self.test)
+        return frozenset(m for m in mods if m not in _STDLIB)
+
+    @property
+    def stdlib_only(self) -> bool:
+        """True when solution, tests and ``libs`` need only the standard library."""
+        return not self.third_party_modules

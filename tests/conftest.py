@@ -1,0 +1,36 @@
+"""Shared fixtures: the real BigCodeBench file (via $CONVCODEWORLD_BIGCODEBENCH_PATH), HumanEval, an executor."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from convcodeworld_gym.sandbox import Limits, LocalExecutor
+from convcodeworld_gym.tasks import BIGCODEBENCH_ENV, TaskSet, load_tasks
+
+
+@pytest.fixture(scope="session")
+def bigcodebench() -> TaskSet:
+    """The 1140 real BigCodeBench tasks. CI sets the path; elsewhere the tests skip, saying how to enable them."""
+    if not os.environ.get(BIGCODEBENCH_ENV):
+        pytest.skip(f"set ${BIGCODEBENCH_ENV} to a local BigCodeBench.jsonl.gz to run BigCodeBench tests")
+    return load_tasks("bigcodebench")
+
+
+@pytest.fixture(scope="session")
+def humaneval() -> TaskSet:
+    return load_tasks("humaneval")
+
+
+@pytest.fixture(scope="session")
+def executor():
+    with LocalExecutor() as ex:
+        yield ex
+
+
+@pytest.fixture(scope="session")
+def quick_executor():
+    """Short limits, for tests that provoke timeouts."""
+    with LocalExecutor(Limits(suite_timeout_s=6.0, test_timeout_s=2.0)) as ex:
+        yield ex

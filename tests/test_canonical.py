@@ -1,0 +1,61 @@
+"""Every canonical solution passes at turn 0 on the real task sets (slow: minutes; CI runs it)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from convcodeworld_gym import ConvCodeWorldEnv
+from convcodeworld_gym.sandbox import Outcome
+
+# Their tests reach the internet (DNS, HTTP): they can only pass with network access.
+NEEDS_NETWORK = {"BigCodeBench/176", "BigCodeBench/314", "BigCodeBench/1005"}
+# Their tests expect permission errors that root never gets (writing to /non/existent, reading a 000 file).
+NEEDS_NON_ROOT = {"BigCodeBench/812", "BigCodeBench/832"}
+
+
+def _have_network() -> bool:
+    try:
+        socket.getaddrinfo("dns.google", 53)
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_bigcodebench_stdlib_canonical_all_pass(bigcodebench, executor):
+    tasks = bigcodebench.subset(stdlib_only=True)
+    assert len(tasks) == 300
+    results = executor.run_many([(t, t.ground_truth) for t in tasks])
+    failed = {t.task_id: r for t, r in zip(tasks, results) if not r.passed}
+    excused = set()
+    if not _have_network():
+        excused |= NEEDS_NETWORK
+    if os.geteuid() == 0 and results[0].details.get("uid", 0) == 0:
+        excused |= NEEDS_NON_ROOT
+    unexpected = {k: [(t.name, t.outcome.value, t.traceback[-400:]) for t in r.tests if not t.outcome.ok] or r.crash
+                  for k, r in failed.items() if k not in excused}
+    assert not unexpected, unexpected
+    print(f"\nstdlib canonical: {300 - len(failed)}/300 passed; excused here: {sorted(set(failed))}")
+
+
+@pytest.mark.slow
+def test_humaneval_canonical_all_pass_and_empty_body_fails(humaneval, executor):
+    results = executor.run_many([(t, t.ground_truth) for t in humaneval])
+    assert [t.task_id for t, r in zip(humaneval, results) if not r.passed] == []
+    empty = executor.run_many([(t, t.code_prompt + "    pass\n") for t in humaneval])
+    assert not any(r.passed for r in empty)
+    # per-test feedback: every test reported individually, none silently passed
+    assert all(len(r.tests) == len(t.test_names) for t, r in zip(humaneval, empty))
+    assert sum(t.outcome is Outcome.FAILED for r in empty for t in r.tests) > 500
+
+
+def test_canonical_reward_one_at_turn_zero_through_env(bigcodebench):
+    env = ConvCodeWorldEnv("CF-EF_full", dataset=bigcodebench.subset(stdlib_only=True, limit=5))
+    for task in env.tasks:
+        env.reset(options={"task_id": task.task_id})
+        _, reward, terminated, _, info = env.step(f"```python\n{task.ground_truth}\n```")
+        assert (reward, terminated, info["turn"]) == (1.0, True, 0), task.task_id
+    env.close()

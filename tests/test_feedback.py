@@ -1,0 +1,186 @@
+"""Golden tests of the feedback texts, written from REFERENCE.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from convcodeworld_gym.extract import build_program, extract_code
+from convcodeworld_gym.feedback import (
+    NO_SYNTAX_ERRORS,
+    PASSED_ALL_TEST_RUNS,
+    compilation_feedback,
+    execution_feedback,
+    trim_feedback,
+)
+from convcodeworld_gym.sandbox import ExecutionResult, Outcome, TestResult
+from convcodeworld_gym.tasks import Task
+
+TEST_SOURCE = '''import unittest
+class TestCases(unittest.TestCase):
+    def setUp(self):
+        self.x = 1
+    def test_c(self):
+        self.assertEqual(task_func(1), 2)
+    def test_b(self):
+        self.assertEqual(task_func(2), 3)
+    def test_a(self):
+        self.assertEqual(task_func(3), 4)
+    def test_hidden(self):
+        self.assertEqual(task_func(-1), 0)
+'''
+
+TASK = Task(
+    task_id="golden/0",
+    prompt="Return x + 1.",
+    code_prompt="import math\ndef task_func(x):\n",
+    entry_point="task_func",
+    canonical_solution="    return x + 1\n",
+    test=TEST_SOURCE,
+)
+
+
+def _ef(executor, code: str, coverage: str) -> tuple[str, ExecutionResult]:
+    result = executor.run(TASK, build_program(TASK, code))
+    return execution_feedback(result, coverage, TASK.test_names[:3]), result
+
+
+def test_compile_error_text():
+    ok, text = compilation_feedback("def task_func(x)\n    return x")
+    assert not ok
+    assert text == (
+        "Traceback (most recent call last):\n"
+        '  File "tmp.py", line 1\n'
+        "    def task_func(x)\n"
+        "                    ^\n"
+        "SyntaxError: expected ':'\n"
+    )
+    assert compilation_feedback("def task_func(x):\n    return x") == (True, NO_SYNTAX_ERRORS)
+
+
+def test_compile_nul_bytes_is_failed_not_raised():
+    ok, text = compilation_feedback("x = 1\x00")
+    assert not ok and "null bytes" in text
+
+
+def test_full_feedback_exact_golden(executor):
+    code = "def task_func(x):\n    if x == 1:\n        return 2\n    return 0"
+    text, result = _ef(executor, code, "full")
+    # program = header (1 line) + code (4 lines), then "\n" + the test source: test_b's assert is line 13.
+    # Blocks are "NAME\n<traceback>\n" joined by "\n", in unittest's run order (alphabetical).
+    assert text == (
+        "TEST_A\n"
+        "Traceback (most recent call last):\n"
+        '  File "__test__.py", line 15, in test_a\n'
+        "    self.assertEqual(task_func(3), 4)\n"
+        "AssertionError: 0 != 4\n"
+        "\n"
+        "\n"
+        "TEST_B\n"
+        "Traceback (most recent call last):\n"
+        '  File "__test__.py", line 13, in test_b\n'
+        "    self.assertEqual(task_func(2), 3)\n"
+        "AssertionError: 0 != 3\n"
+        "\n"
+    )
+    assert not result.passed and result.by_name()["test_hidden"].outcome is Outcome.PASSED
+
+
+def test_failing_test_among_first_three(executor):
+    # test_c (1st in source) passes, test_b (2nd) fails, test_a passes, hidden passes
+    code = "def task_func(x):\n    return 99 if x == 2 else x + 1"
+    partial, result = _ef(executor, code, "partial")
+    full = execution_feedback(result, "full")
+    assert partial == full
+    assert partial.startswith("TEST_B\nTraceback (most recent call last):\n")
+    assert partial.rstrip().endswith("AssertionError: 99 != 3")
+    assert "TEST_C" not in partial and "TEST_A" not in partial
+
+
+def test_failure_only_in_hidden_tests(executor):
+    code = "def task_func(x):\n    return x + 1 if x > 0 else 42"
+    partial, result = _ef(executor, code, "partial")
+    assert partial == PASSED_ALL_TEST_RUNS
+    assert not result.passed  # the reward is judged on all tests
+    full = execution_feedback(result, "full")
+    assert full.startswith("TEST_HIDDEN\n") and "42 != 0" in full
+
+
+def test_passing_program(executor):
+    text, result = _ef(executor, "def task_func(x):\n    return x + 1", "partial")
+    assert result.passed and text == PASSED_ALL_TEST_RUNS
+
+
+def test_failures_listed_before_errors(executor):
+    # test_a raises (error), test_b fails (assertion): failures come first, as unittest lists them
+    code = "def task_func(x):\n    if x == 3:\n        raise KeyError('boom')\n    return 0 if x == 2 else x + 1"
+    text, _ = _ef(executor, code, "full")
+    assert text.index("TEST_B") < text.index("TEST_A")
+    assert "KeyError: 'boom'" in text
+
+
+def test_timeout_reported_truthfully(quick_executor):
+    code = "def task_func(x):\n    while x == 2:\n        pass\n    return x + 1"
+    text, result = _ef(quick_executor, code, "partial")
+    by_name = result.by_name()
+    assert by_name["test_b"].outcome is Outcome.TIMEOUT
+    assert by_name["test_a"].outcome is Outcome.PASSED  # ran before test_b (alphabetical run order)
+    assert by_name["test_c"].outcome is Outcome.NOT_RUN
+    assert result.limits_hit == ("test_timeout",)
+    assert text.startswith("TEST_B\nTimeoutError: stopped after exceeding the per-test time limit of 2 s")
+    assert "TEST_C\nNot run" in text
+    assert text != PASSED_ALL_TEST_RUNS  # the reference showed "Passed all test runs" here
+
+
+def test_module_level_crash_is_all_block(executor):
+    text, result = _ef(executor, "raise RuntimeError('at import')\ndef task_func(x):\n    return x + 1", "partial")
+    assert result.crash is not None and not result.passed
+    assert text.startswith("ALL\nTraceback (most recent call last):\n")
+    assert "RuntimeError: at import" in text
+    assert "TEST_" not in text  # the not-run tests are explained by the ALL block
+
+
+def test_trimming_golden():
+    lines = [f"line {i:04d} " + "x" * 40 for i in range(400)]
+    text = "\n".join(lines)
+    assert len(text) >= 8000
+    trimmed = trim_feedback(text)
+    assert trimmed == "\n".join(lines[:5]) + "\n...\n" + "\n".join(lines[-5:])
+    # few long lines: window is half the lines; front capped at 2000 and back at 4000 characters
+    long = "\n".join(["a" * 5000, "b" * 5000, "c" * 5000, "d" * 5000])
+    cut = trim_feedback(long)
+    assert cut == "a" * 2000 + "\n...\n" + ("c" * 5000 + "\n" + "d" * 5000)[-4000:]
+    one_line = "z" * 9000
+    assert trim_feedback(one_line) == "z" * 2000 + "\n...\n" + "z" * 4000
+    assert trim_feedback("y" * 7999) == "y" * 7999
+
+
+def test_long_execution_feedback_is_trimmed(executor):
+    code = "def task_func(x):\n    raise ValueError('v' * 20000)"
+    text, _ = _ef(executor, code, "full")
+    assert "\n...\n" in text and len(text) <= 2000 + 4000 + 5
+    assert text.startswith("TEST_A\nTraceback")
+
+
+@pytest.mark.parametrize(
+    "reply, code",
+    [
+        ("```python\ndef f():\n    return 1\n```", "def f():\n    return 1"),
+        ("Out:\n```text\nx = 1\n```\nCode:\n```python\ny = 2\n```", "y = 2"),  # a python block wins
+        ("```\nx = 3\n```", "x = 3"),
+        ("```javascript\nlet x = 3;\n```", "let x = 3;"),
+        ("def g():\n    return 2", "def g():\n    return 2"),
+        ("```python\ndef h():\n    return 3", "def h():\n    return 3"),  # unterminated fence
+        ("", ""),
+    ],
+)
+def test_extract_code(reply, code):
+    assert extract_code(reply) == code
+
+
+def test_build_program_prepends_header():
+    assert build_program(TASK, "def task_func(x):\n    return math.floor(x)") == "import math\ndef task_func(x):\n    return math.floor(x)"
+
+
+def test_not_executed_result_has_no_passes():
+    result = ExecutionResult.not_executed(("test_a",), "Not run: the code does not compile.")
+    assert not result.passed and result.tests == (TestResult("test_a", Outcome.NOT_RUN, "Not run: the code does not compile."),)

@@ -1,0 +1,156 @@
+"""Task loading: real BigCodeBench and HumanEval, custom files, subsets, malformed records."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from convcodeworld_gym.errors import DatasetError, MalformedRecordError, UnknownTaskError
+from convcodeworld_gym.tasks import Task, load_tasks, test_method_names
+
+
+def _record(task_id: str = "custom/0", **overrides) -> dict:
+    record = {
+        "task_id": task_id,
+        "instruct_prompt": "Return x plus one.",
+        "code_prompt": "import math\ndef task_func(x):\n",
+        "canonical_solution": "    return x + 1\n",
+        "test": "import unittest\nclass TestCases(unittest.TestCase):\n    def test_one(self):\n        self.assertEqual(task_func(1), 2)\n",
+        "entry_point": "task_func",
+        "libs": "['math']",
+        "complete_prompt": "",
+        "doc_struct": "{}",
+    }
+    record.update(overrides)
+    return record
+
+
+def _write_jsonl(path: Path, records: list, gz: bool = False) -> Path:
+    text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_bigcodebench_real_file(bigcodebench):
+    assert len(bigcodebench) == 1140
+    assert bigcodebench.ids[0] == "BigCodeBench/0" and bigcodebench.ids[-1] == "BigCodeBench/1139"
+    task = bigcodebench["BigCodeBench/0"]
+    assert task.entry_point == "task_func"
+    assert task.header == "import itertools\nfrom random import shuffle\n"
+    assert task.ground_truth.startswith(task.code_prompt)
+    assert task.prompt.rstrip().endswith("```")
+    assert task.source == "bigcodebench:v0.1.0_hf"
+    counts = [len(t.test_names) for t in bigcodebench]
+    assert min(counts) == 3 and max(counts) == 15  # REFERENCE.md says 14; task 956 has 15
+    assert 5.0 < sum(counts) / len(counts) < 6.0
+
+
+def test_stdlib_subset_is_300(bigcodebench):
+    stdlib = bigcodebench.subset(stdlib_only=True)
+    assert len(stdlib) == 300
+    # the libs field alone says 327: 27 tasks import third-party modules in their tests
+    libs_only = [t for t in bigcodebench if all(m in __import__("sys").stdlib_module_names for m in t.libs)]
+    assert len(libs_only) == 327
+    assert all(t.stdlib_only for t in stdlib)
+
+
+def test_humaneval_conversion(humaneval):
+    assert len(humaneval) == 164
+    task = humaneval["HumanEval/0"]
+    assert task.test_names == tuple(f"test_{i}" for i in range(1, 8))
+    assert task.entry_point == "has_close_elements"
+    assert task.header.startswith("from typing import List")
+    # HumanEval/53: 5 plain asserts then a loop with asserts -> 6 tests, preamble 'import random' in each
+    t53 = humaneval["HumanEval/53"]
+    assert len(t53.test_names) == 6
+    assert t53.test.count("import random") == 6
+    # trivial `assert True` lines are dropped
+    assert all("assert True" not in t.test for t in humaneval)
+    # names sort alphabetically in source order (unittest's run order)
+    for t in humaneval:
+        assert list(t.test_names) == sorted(t.test_names)
+
+
+def test_custom_jsonl_gz_and_parquet(tmp_path):
+    import datasets
+
+    records = [_record("custom/0"), _record("custom/1")]
+    for path in (_write_jsonl(tmp_path / "a.jsonl", records), _write_jsonl(tmp_path / "b.jsonl.gz", records, gz=True)):
+        ts = load_tasks(path)
+        assert ts.ids == ("custom/0", "custom/1")
+        assert ts[0].libs == ("math",)
+    parquet = tmp_path / "c.parquet"
+    datasets.Dataset.from_list(records).to_parquet(str(parquet))
+    assert load_tasks(parquet).ids == ("custom/0", "custom/1")
+
+
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"test": ""}, "test"),
+        ({"entry_point": None}, "entry_point"),
+        ({"libs": "not a list ["}, "libs"),
+        ({"test": "import unittest\nclass Other(unittest.TestCase):\n    def test_a(self): pass\n"}, "test"),
+        ({"code_prompt": "def other():\n"}, "code_prompt"),
+    ],
+)
+def test_malformed_record_names_file_line_field(tmp_path, bad, field):
+    path = _write_jsonl(tmp_path / "bad.jsonl", [_record("custom/0"), _record("custom/1", **bad)])
+    with pytest.raises(MalformedRecordError) as info:
+        load_tasks(path)
+    err = info.value
+    assert (err.line, err.field) == (2, field)
+    assert "bad.jsonl" in str(err) and "line 2" in str(err)
+
+
+def test_broken_json_line_is_located(tmp_path):
+    path = _write_jsonl(tmp_path / "broken.jsonl", [_record("custom/0"), _record("custom/1"), '{"task_id": "x", oops'])
+    with pytest.raises(MalformedRecordError, match=r"broken.jsonl, line 3"):
+        load_tasks(path)
+
+
+def test_duplicate_ids_rejected(tmp_path):
+    path = _write_jsonl(tmp_path / "dup.jsonl", [_record("custom/0"), _record("custom/0")])
+    with pytest.raises(MalformedRecordError, match="duplicate"):
+        load_tasks(path)
+
+
+def test_unknown_dataset_and_task_errors(humaneval, tmp_path):
+    with pytest.raises(DatasetError, match="neither 'bigcodebench', 'humaneval'"):
+        load_tasks("no-such-dataset")
+    with pytest.raises(DatasetError, match="unsupported suffix"):
+        (tmp_path / "x.csv").write_text("a")
+        load_tasks(tmp_path / "x.csv")
+    with pytest.raises(UnknownTaskError, match="HumanEval/999"):
+        humaneval["HumanEval/999"]
+
+
+def test_subsets(humaneval):
+    sub = humaneval.subset(ids=["HumanEval/5", "HumanEval/1"])
+    assert sub.ids == ("HumanEval/5", "HumanEval/1")
+    assert len(humaneval.subset(limit=10)) == 10
+    assert load_tasks(humaneval, ids=["HumanEval/3"]).ids == ("HumanEval/3",)
+    with pytest.raises(ValueError):
+        humaneval.subset(limit=-1)
+
+
+def test_test_method_names_skip_helpers_and_duplicates():
+    source = (
+        "class TestCases:\n    def setUp(self): pass\n    def helper(self): pass\n"
+        "    def test_b(self): pass\n    def test_a(self): pass\n    def test_b(self): pass\n"
+    )
+    assert test_method_names(source) == ("test_b", "test_a")
+    assert test_method_names("not python (") == ()
+
+
+def test_task_is_immutable():
+    task = Task("t", "p", "def f():\n", "f", "    return 1\n", "")
+    with pytest.raises(AttributeError):
+        task.task_id = "other"  # type: ignore[misc]
