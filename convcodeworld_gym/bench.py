@@ -94,7 +94,9 @@ def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns
             raise ReferenceLogError(f"reference log {log.source!r} is for {log.feedback}, not {name}")
         return log
     if isinstance(log, (str, os.PathLike)):
-        source, rows = os.fspath(log), read_turns(log)
+        # a local log is named by its absolute path, so runs that name it can be scored from anywhere
+        source = os.path.abspath(log) if os.path.exists(log) else os.fspath(log)
+        rows = read_turns(log)
     else:
         source, rows = "", list(log)
     groups = group_episodes(rows)

@@ -228,6 +228,19 @@ def test_bandit_rounds_and_score(reference_log, executor):
     env.close()
 
 
+def test_relative_log_path_is_named_absolute(reference_log, executor, monkeypatch):
+    monkeypatch.chdir(reference_log.parent)
+    env = gym.make("ConvCodeBench-CF-EF_full-v0", log=reference_log.name, dataset="humaneval", executor=executor, max_turns=MAX_TURNS)
+    _, info = env.reset(options={"task_id": "HumanEval/3"})
+    assert info["reference_log"] == str(reference_log)
+    env.close()
+
+
+def test_record_episodes_needs_a_convcodeworld_env(tmp_path):
+    with pytest.raises(TypeError, match="needs a convcodeworld-gym env"):
+        RecordEpisodes(gym.make("CartPole-v1"), tmp_path)
+
+
 def test_check_env_static(reference_log, executor):
     env = gym.make("ConvCodeBench-CF-EF_full-v0", log=reference_log, dataset="humaneval", executor=executor, task_ids=["HumanEval/2"], max_turns=MAX_TURNS)
     check_env(env.unwrapped)
