@@ -5,8 +5,8 @@ is the model's single-turn BigCodeBench generation (``task_id``, ``solution``), 
 of iteration ``k >= 1`` holds per task the code of turn ``k`` (``solution``) together with the
 feedback on the code of turn ``k-1`` that produced it (``compilation_feedback``,
 ``execution_feedback``, ``user_feedback``; ``null`` when not given) and ``iteration``. Next to
-each ``X.jsonl`` is ``X_eval_results.json``: ``{"eval": {task_id: [{"status": "pass"|"fail",
-"details": {test name: traceback}, ...}]}}``. Iteration ``k >= 2`` files are named
+each ``X.jsonl`` is ``X_eval_results.json``: ``{"eval": {task_id: [{"status": "pass"|"fail"|"timeout",
+"details": {test name: traceback}, ...}]}}`` (BigCodeBench's evaluation; only ``"pass"`` passes). Iteration ``k >= 2`` files are named
 ``..._ITER=k.jsonl``.
 
 In our schema the feedback *on* turn ``t`` belongs to row ``t``, so row ``t`` takes the
@@ -77,8 +77,8 @@ def _load_turn(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[st
     evaluations: dict[str, dict[str, Any]] = {}
     for task_id, results in data["eval"].items():
         result = results[0] if isinstance(results, list) and results else results
-        if not isinstance(result, dict) or result.get("status") not in ("pass", "fail"):
-            raise ReferenceLogError(f"{eval_path}, task {task_id!r}: expected [{{'status': 'pass'|'fail', 'details': {{...}}}}]")
+        if not isinstance(result, dict) or "status" not in result:
+            raise ReferenceLogError(f"{eval_path}, task {task_id!r}: expected [{{'status': 'pass'|'fail'|'timeout', 'details': {{...}}}}]")
         evaluations[str(task_id)] = result
     return generations, evaluations
 

@@ -95,5 +95,8 @@ def test_import_errors_name_the_file_and_task(tmp_path):
     shutil.copy(ITER1.with_name(ITER1.stem + "_eval_results.json"), tmp_path / "lacking_eval_results.json")
     with pytest.raises(ReferenceLogError, match="lacking.jsonl has no result for task 'HumanEval/2' \\(turn 1\\)"):
         import_reference([TURN0, lacking], feedback="CF-EF_full-SEF")
+    (tmp_path / "lacking_eval_results.json").write_text(json.dumps({"eval": {"HumanEval/0": [{"details": {}}]}}))
+    with pytest.raises(ReferenceLogError, match="lacking_eval_results.json, task 'HumanEval/0': expected"):
+        import_reference([TURN0, lacking], feedback="CF-EF_full-SEF")
     with pytest.raises(ValueError, match="unknown feedback combination"):
         import_reference([TURN0], feedback="CF_EF_FULL_SEF")
