@@ -170,6 +170,23 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
 
     It is a ``gym.Env`` holding a live env as its judge (rather than a ``gym.Wrapper``), so
     that ``env.unwrapped`` is the static env with its ``config``, ``tasks`` and ``task``.
+
+    >>> import tempfile, gymnasium as gym
+    >>> from convcodeworld_gym.wrappers import RecordEpisodes
+    >>> log = tempfile.mkdtemp()
+    >>> live = RecordEpisodes(gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval", max_turns=1), log)
+    >>> _ = live.reset(options={"task_id": "HumanEval/2"})
+    >>> _ = live.step("def truncate_number(number):\\n    return 1.0")  # the reference fails, twice
+    >>> _ = live.step("def truncate_number(number):\\n    return 2.0")
+    >>> live.close()
+    >>> env = gym.make("ConvCodeBench-CF-EF_full-v0", log=log, dataset="humaneval", max_turns=1)
+    >>> obs, info = env.reset(options={"task_id": "HumanEval/2"})
+    >>> obs["turn"], obs["code"], obs["execution_feedback"].splitlines()[0]
+    (1, 'def truncate_number(number):\\n    return 1.0', 'TEST_1')
+    >>> obs, reward, terminated, truncated, info = env.step("def truncate_number(number):\\n    return number % 1.0")
+    >>> reward, terminated, info["episode_end"], obs["code"]
+    (1.0, True, 'passed', 'def truncate_number(number):\\n    return 2.0')
+    >>> env.close()
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
