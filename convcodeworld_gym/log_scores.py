@@ -81,8 +81,9 @@ def static_run_scores(
     Args:
         rows: the static run (turns 1..; every task it holds is scored).
         reference: the reference log; by default the one the rows name (``TurnRecord.reference``).
-        turn0: rows holding the evaluated model's own turn-0 program per task (any combination;
-            its live run's rows do). Without them, Recall ignores the model's turn 0.
+        turn0: rows holding the evaluated model's own turn-0 program per task (its live run's
+            rows do; those of the same combination are preferred, else any combination's).
+            Without them, Recall ignores the model's turn 0.
 
     Raises:
         ReferenceLogError: the reference lacks a task of the run, a run episode misses a turn,
@@ -101,7 +102,10 @@ def static_run_scores(
     log: ReferenceLog = load_reference(reference, name, max_turns)
     own_turn0: dict[str, bool] = {}
     if turn0 is not None:
-        own_turn0 = {row.task_id: row.passed for row in turn0 if row.turn == 0}
+        firsts = [row for row in turn0 if row.turn == 0]
+        # the same combination's turn 0 when present, else any combination's (turn 0 sees no feedback)
+        own_turn0 = {row.task_id: row.passed for row in firsts if row.feedback != name}
+        own_turn0.update({row.task_id: row.passed for row in firsts if row.feedback == name})
         missing = [task_id for task_id in episodes if task_id not in own_turn0]
         if missing:
             raise ReferenceLogError(f"the turn-0 rows lack task(s) {missing[:5]}; pass the model's run that played every task")

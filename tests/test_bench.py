@@ -271,6 +271,10 @@ def test_static_run_scores_every_branch_from_rows():
     assert s.recall == pytest.approx(5 / 6)
     assert s.pass_at_turn == pytest.approx((1 / 6, 3 / 6, 4 / 6, 4 / 6))
     assert static_run_scores(run, "CF-SEF", ref, max_turns=3).recall == pytest.approx(4 / 6)
+    # turn-0 rows of the same combination win over another combination's
+    other = [TurnRecord("CF", t, 0, "", "", "", "", "", True, True, 1.0, 1.0) for t in "abcdef"]
+    assert static_run_scores(run, "CF-SEF", ref, turn0=other + turn0, max_turns=3).recall == pytest.approx(5 / 6)
+    assert static_run_scores(run, "CF-SEF", ref, turn0=other, max_turns=3).recall == pytest.approx(6 / 6)
     with pytest.raises(ReferenceLogError, match="turns \\[1, 3\\], expected \\[1, 2\\]"):
         static_run_scores([row("c", 1, False), row("c", 3, False)], "CF-SEF", ref, max_turns=3)
     with pytest.raises(ReferenceLogError, match="no CF-SEF episode for task 'z'"):
