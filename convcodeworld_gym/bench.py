@@ -156,8 +156,9 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         dataset, task_ids, stdlib_only, limit: the tasks, as for the live env; only tasks the
             log holds are played (``limit`` counts those), in the dataset's order.
         executor, max_turns, max_reply_chars, render_mode: as for :class:`ConvCodeWorldEnv`.
-        verbal_feedback: accepted so that live and static ids take the same kwargs, and never
-            called: static mode shows the logged verbal feedback.
+        verbal_feedback, simulator_kwargs: accepted so that live and static ids take the same
+            kwargs; ignored (no simulator is built or called): static mode shows the logged
+            verbal feedback.
 
     ``reset`` shows the task, the reference's turn-0 code and the feedback on it (``turn`` 1).
     ``step(reply)`` is the evaluated model's turn ``i``: executed, rewarded 1.0 iff all tests
@@ -203,9 +204,11 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         executor: Executor | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         verbal_feedback: VerbalFeedback | None = None,
+        simulator_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
         render_mode: str | None = None,
     ) -> None:
+        del verbal_feedback, simulator_kwargs  # static mode shows the logged verbal feedback; nothing is generated
         if log is None:
             raise ReferenceLogError("ConvCodeBench replays a reference log: pass log=<run directory, turns.jsonl, hub id or rows>")
         if not isinstance(max_turns, int) or max_turns < 1:
@@ -216,7 +219,6 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         self.reference = load_reference(log, self.config, max_turns)
         self.max_turns = max_turns
         self.render_mode = render_mode
-        self._verbal_feedback = verbal_feedback  # kept only to document that it is never called
         tasks = self._select_tasks(load_tasks(dataset), task_ids, stdlib_only, limit)
         # The judge runs the model's code with the same CF/EF; it never has a verbal simulator.
         self._judge = ConvCodeWorldEnv(
@@ -248,6 +250,9 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """Start an episode (task chosen as by the live env: ``task_id``, ``task_index`` or seeded draw)."""
         super().reset(seed=seed)
+        wanted = (options or {}).get("task_id")
+        if wanted is not None and str(wanted) not in self.tasks:
+            self.reference.episode(str(wanted))  # a task the log lacks: say so, naming the log
         _, judge_info = self._judge.reset(seed=seed, options=options)
         self._turn = 1
         self._done = False
@@ -342,13 +347,11 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     # ------------------------------------------------------------- helpers
 
     def _select_tasks(self, tasks: TaskSet, task_ids: Sequence[str] | None, stdlib_only: bool, limit: int | None) -> TaskSet:
+        """The dataset's tasks (subset as asked) that the log holds, in the dataset's order.
+
+        Tasks of the dataset that the log lacks are not played; asking for one by id is an error.
+        """
         logged = self.reference.episodes
-        unknown = [task_id for task_id in logged if task_id not in tasks]
-        if unknown:
-            raise ReferenceLogError(
-                f"reference log {self.reference.source or '(rows)'} holds task(s) {unknown[:5]} that dataset {tasks.name!r} "
-                "does not; pass the dataset the reference was played on"
-            )
         if task_ids is not None:
             for task_id in task_ids:
                 self.reference.episode(task_id)  # raises, naming the task, when the log lacks it
@@ -356,7 +359,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         selected = TaskSet(tuple(t for t in chosen if t.task_id in logged), name=f"{chosen.name}/reference")
         if len(selected) == 0:
             raise ReferenceLogError(
-                f"no task of {chosen.name!r} is in the reference log ({len(logged)} tasks); check task_ids / stdlib_only"
+                f"none of the {len(chosen)} tasks of {chosen.name!r} is in the reference log {self.reference.source or '(rows)'} "
+                f"({len(logged)} tasks, e.g. {', '.join(list(logged)[:3])}); pass the dataset the reference was played on"
             )
         return selected.subset(limit=limit) if limit is not None else selected
 
