@@ -166,7 +166,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     model passes (``terminated``, ``episode_end="passed"``), when the reference's code of turn
     ``i`` passed so its log ends (``truncated``, ``"reference_passed"``; a reference that passed
     at turn 0 ends the episode after the model's turn 1), or after turn ``max_turns``
-    (``truncated``, ``"max_turns"``). ``info["judged"]`` holds the model's own code and the
+    (``truncated``, ``"max_turns"``, also when the reference passed at that very turn: the
+    static metrics give that pass no credit). ``info["judged"]`` holds the model's own code and the
     (unshown) feedback on it, which :func:`~convcodeworld_gym.records.turn_record` logs.
 
     It is a ``gym.Env`` holding a live env as its judge (rather than a ``gym.Wrapper``), so
@@ -276,10 +277,10 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         terminated = bool(judge_info["passed"])
         if terminated:
             end = "passed"
+        elif turn >= self.max_turns:  # before the reference's pass: one at turn max_turns earns no credit
+            end = "max_turns"
         elif reference_passed_at is not None and reference_passed_at <= turn:
             end = "reference_passed"
-        elif turn >= self.max_turns:
-            end = "max_turns"
         else:
             end = None
         truncated = end is not None and not terminated

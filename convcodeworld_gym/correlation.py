@@ -113,10 +113,11 @@ def format_correlations(results: Sequence[Correlation]) -> str:
     """A plain-text table: per combination, each policy's live/static MRR and Recall (%), then the rhos."""
     lines = []
     for result in results:
+        width = max(len("policy"), *(len(name) for name in result.policies))
         lines.append(f"{result.feedback}: Spearman MRR {_rho(result.mrr_rho)}, Recall {_rho(result.recall_rho)}")
-        lines.append(f"  {'policy':<24} {'live MRR':>9} {'static MRR':>11} {'live Rec':>9} {'static Rec':>11}")
+        lines.append(f"  {'policy':<{width}} {'live MRR':>9} {'static MRR':>11} {'live Rec':>9} {'static Rec':>11}")
         for name, live, static in zip(result.policies, result.live, result.static):
             lines.append(
-                f"  {name[:24]:<24} {100 * live.mrr:>9.1f} {100 * static.mrr:>11.1f} {100 * live.recall:>9.1f} {100 * static.recall:>11.1f}"
+                f"  {name:<{width}} {100 * live.mrr:>9.1f} {100 * static.mrr:>11.1f} {100 * live.recall:>9.1f} {100 * static.recall:>11.1f}"
             )
     return "\n".join(lines)

@@ -192,6 +192,19 @@ def test_episode_ends_and_static_mrr(tmp_path, reference_log, executor, humaneva
     assert static_run_scores(read_turns(tmp_path), "CF-EF_full", max_turns=MAX_TURNS).mrr == pytest.approx(mrr)
 
 
+def test_a_reference_pass_at_the_last_turn_ends_by_max_turns(executor, humaneval):
+    from convcodeworld_gym.records import TurnRecord
+
+    task = humaneval["HumanEval/2"]
+    rows = [TurnRecord("CF", task.task_id, t, "", f"# reference turn {t}", "No syntax errors", "", "", True, t == MAX_TURNS, float(t == MAX_TURNS), 0.0)
+            for t in range(MAX_TURNS + 1)]
+    env = gym.make("ConvCodeBench-CF-v0", log=rows, dataset="humaneval", executor=executor, max_turns=MAX_TURNS)
+    [episode] = play(env, lambda task, turn: wrong(task), [task.task_id])
+    env.close()
+    assert [step["obs"]["code"] for step in episode] == [f"# reference turn {t}" for t in range(MAX_TURNS)]
+    assert (episode[-1]["info"]["turn"], episode[-1]["info"]["episode_end"]) == (MAX_TURNS, "max_turns")
+
+
 def test_zero_verbal_calls_in_static_mode(tmp_path, executor):
     live_user = ScriptedUser("expert")
     ref_dir = tmp_path / "ref"
