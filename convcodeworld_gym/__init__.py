@@ -1,6 +1,7 @@
 """convcodeworld-gym: Gymnasium environments for ConvCodeWorld and ConvCodeBench.
 
-Importing the package registers the ids ``ConvCodeWorld-<combination>-v0``:
+Importing the package registers the ids ``ConvCodeWorld-<combination>-v0`` (live) and
+``ConvCodeBench-<combination>-v0`` (static replay of a reference log, ``log=``):
 
 >>> import gymnasium as gym, convcodeworld_gym
 >>> env = gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval")
@@ -10,6 +11,7 @@ Importing the package registers the ids ``ConvCodeWorld-<combination>-v0``:
 >>> env.close()
 """
 
+from .bench import BanditRound, ReferenceLog, StaticReplay, load_reference
 from .combos import ALL_CONFIGS, FeedbackConfig
 from .env import OBSERVATION_KEYS, ConvCodeWorldEnv
 from .errors import (
@@ -17,14 +19,16 @@ from .errors import (
     DatasetError,
     ExecutorError,
     FeedbackUnavailable,
+    ReferenceLogError,
     MalformedRecordError,
     ResetNeeded,
     UnknownTaskError,
 )
 from .extract import build_program, extract_code
-from .registration import LIVE_IDS, env_id, register_envs
+from .registration import BENCH_IDS, LIVE_IDS, PAPER_BENCH_IDS, env_id, register_envs
 from .sandbox import ExecutionResult, Executor, Limits, LocalExecutor, Outcome
 from .tasks import Task, TaskSet, load_tasks
+from .wrappers import RecordEpisodes
 
 __version__ = "0.1.0"
 
@@ -34,6 +38,13 @@ __all__ = [
     "FeedbackConfig",
     "ALL_CONFIGS",
     "LIVE_IDS",
+    "BENCH_IDS",
+    "PAPER_BENCH_IDS",
+    "StaticReplay",
+    "ReferenceLog",
+    "load_reference",
+    "BanditRound",
+    "RecordEpisodes",
     "env_id",
     "register_envs",
     "Task",
@@ -53,6 +64,7 @@ __all__ = [
     "FeedbackUnavailable",
     "ExecutorError",
     "ResetNeeded",
+    "ReferenceLogError",
 ]
 
 register_envs()

@@ -1,8 +1,10 @@
 """The ``convcodeworld`` command line.
 
 Subcommands:
-    demo    play a few episodes with the canonical solution and with a wrong-then-right
-            policy, printing every turn (works offline on HumanEval)
+    demo              play a few episodes with the canonical solution and with a wrong-then-right
+                      policy, printing every turn (works offline on HumanEval)
+    import-reference  convert the reference implementation's result files into a turn log
+    correlate         Spearman correlation of live vs static (ConvCodeBench) MRR and Recall rankings
 """
 
 from __future__ import annotations
@@ -68,6 +70,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_reference(args: argparse.Namespace) -> int:
+    from .reference_import import iteration_files, write_reference_log
+
+    files = list(args.files)
+    if args.discover:
+        if len(files) != 2:
+            raise SystemExit("--discover takes exactly two files: turn 0's generation file and the iteration-1 file")
+        files = [files[0], *iteration_files(files[1])]
+    path = write_reference_log(files, args.out, feedback=args.feedback, policy=args.policy, max_turns=args.max_turns)
+    print(f"wrote {path} from {len(files)} turn file(s)")
+    return 0
+
+
+def cmd_correlate(args: argparse.Namespace) -> int:
+    from .correlation import correlate, format_correlations
+
+    print(format_correlations(correlate(args.live_dirs, args.static, reference=args.reference, max_turns=args.max_turns)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convcodeworld", description="ConvCodeWorld / ConvCodeBench environments.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +99,22 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=int, default=3, help="number of tasks to play")
     demo.add_argument("--max-turns", type=int, default=10)
     demo.set_defaults(func=cmd_demo)
+
+    imp = sub.add_parser("import-reference", help="convert the reference repository's result files into a turn log")
+    imp.add_argument("files", nargs="+", help="generation .jsonl files in turn order (turn 0 first), each with its _eval_results.json beside it")
+    imp.add_argument("--feedback", required=True, help="the combination the reference run used, e.g. CF-EF_full-SEF")
+    imp.add_argument("--out", required=True, help="run directory to write turns.jsonl into")
+    imp.add_argument("--policy", default="", help="the reference model's name, stored in every row")
+    imp.add_argument("--max-turns", type=int, default=10)
+    imp.add_argument("--discover", action="store_true", help="given turn 0's file and the iteration-1 file, also take its _ITER=k siblings")
+    imp.set_defaults(func=cmd_import_reference)
+
+    cor = sub.add_parser("correlate", help="Spearman correlation of live vs static MRR and Recall over policies")
+    cor.add_argument("live_dirs", nargs="+", help="live run directories, one per policy")
+    cor.add_argument("--static", nargs="+", required=True, help="static run directories, in the same policy order")
+    cor.add_argument("--reference", help="the reference log the static runs replayed (default: the one their rows name)")
+    cor.add_argument("--max-turns", type=int, default=10)
+    cor.set_defaults(func=cmd_correlate)
     return parser
 
 

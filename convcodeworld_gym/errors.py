@@ -11,6 +11,8 @@ Holds:
     FeedbackUnavailable  a feedback kind that is not configured (e.g. verbal feedback without a simulator)
     ExecutorError        the executor itself failed (never raised for bad *model* code)
     ResetNeeded          ``step`` called before ``reset`` or after the episode ended
+    ReferenceLogError    a ConvCodeBench reference log (or reference result file) lacks a task,
+                         a turn or a field, or is inconsistent
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "FeedbackUnavailable",
     "ExecutorError",
     "ResetNeeded",
+    "ReferenceLogError",
 ]
 
 
@@ -66,3 +69,8 @@ class ExecutorError(ConvCodeWorldError):
 
 class ResetNeeded(ConvCodeWorldError, RuntimeError):
     """``step`` was called before ``reset`` or after the episode had ended."""
+
+
+class ReferenceLogError(ConvCodeWorldError, ValueError):
+    """A reference log cannot be replayed or imported: it lacks a task, a turn or a field, or
+    contradicts itself. The message names the log, the task (and turn) and the fix."""

@@ -33,6 +33,7 @@ __all__ = [
 
 #: File name of the turn log inside a run directory.
 TURNS_FILE = "turns.jsonl"
+_TEXT_FIELDS = ("code", "compilation_feedback", "execution_feedback", "verbal_feedback")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class TurnRecord:
         verbal_feedback_source: which simulator spoke (``""`` if none).
         policy: the policy's name; ``usage``: token counts and latency of the policy call.
         timings: seconds spent per stage (measurements; not part of a record's identity).
+        reference: for ConvCodeBench (static replay) rows, the reference log that was replayed
+            (a path or hub id); ``""`` for live rows.
     """
 
     feedback: str
@@ -71,6 +74,7 @@ class TurnRecord:
     policy: str = ""
     usage: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict, compare=False)
+    reference: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +97,15 @@ def turn_record(
     usage: Mapping[str, float] | None = None,
     policy_s: float | None = None,
 ) -> TurnRecord:
-    """The row for one ``env.step(reply)`` that returned ``obs, reward, info``."""
+    """The row for one ``env.step(reply)`` that returned ``obs, reward, info``.
+
+    The code and feedback texts come from ``obs``, unless ``info["judged"]`` holds them (the
+    keys ``code``, ``compilation_feedback``, ``execution_feedback``, ``verbal_feedback``): a
+    static replay's observation is the reference's frozen turn, while its row records the
+    evaluated model's own code and the (unshown) feedback on it. ``info["reference_log"]``,
+    when present, fills :attr:`TurnRecord.reference`.
+    """
+    texts = {**{k: obs[k] for k in _TEXT_FIELDS}, **dict(info.get("judged") or {})}
     timings = info.get("timings")
     timing_dict = {k: float(v) for k, v in asdict(timings).items()} if timings is not None else {}
     if policy_s is not None:
@@ -103,10 +115,10 @@ def turn_record(
         task_id=str(info["task_id"]),
         turn=int(info["turn"]),
         reply=reply,
-        code=str(obs["code"]),
-        compilation_feedback=str(obs["compilation_feedback"]),
-        execution_feedback=str(obs["execution_feedback"]),
-        verbal_feedback=str(obs["verbal_feedback"]),
+        code=str(texts["code"]),
+        compilation_feedback=str(texts["compilation_feedback"]),
+        execution_feedback=str(texts["execution_feedback"]),
+        verbal_feedback=str(texts["verbal_feedback"]),
         compile_ok=bool(info["compile_ok"]),
         passed=bool(info["passed"]),
         reward=float(reward),
@@ -117,6 +129,7 @@ def turn_record(
         policy=policy,
         usage={k: float(v) for k, v in (usage or {}).items()},
         timings=timing_dict,
+        reference=str(info.get("reference_log") or ""),
     )
 
 

@@ -1,12 +1,14 @@
-"""Registering the Gymnasium ids: ``ConvCodeWorld-<combination>-v0`` for the 9 combinations.
+"""Registering the Gymnasium ids: ``ConvCodeWorld-<combination>-v0`` (live) and
+``ConvCodeBench-<combination>-v0`` (static replay of a reference log) for the 9 combinations.
 
 Each id takes the env's kwargs (``dataset=``, ``max_turns=``, ``executor=``, ...) through
 ``gymnasium.make``.
 
 Holds:
     env_id         the id of a combination
-    LIVE_IDS       the 9 ids, in the paper's order
-    register_envs  register them (idempotent; importing the package calls it)
+    LIVE_IDS       the 9 live ids, in the paper's order
+    BENCH_IDS      the 9 ConvCodeBench ids (they need ``log=``); PAPER_BENCH_IDS: the 5 of the paper
+    register_envs  register them all (idempotent; importing the package calls it)
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import gymnasium as gym
 
 from .combos import ALL_CONFIGS, FeedbackConfig
 
-__all__ = ["env_id", "LIVE_IDS", "register_envs", "ENV_PREFIX"]
+__all__ = ["env_id", "LIVE_IDS", "BENCH_IDS", "PAPER_BENCH_IDS", "register_envs", "ENV_PREFIX", "BENCH_PREFIX"]
 
 ENV_PREFIX = "ConvCodeWorld"
+BENCH_PREFIX = "ConvCodeBench"
 
 
 def env_id(config: FeedbackConfig | str, prefix: str = ENV_PREFIX) -> str:
@@ -26,16 +29,19 @@ def env_id(config: FeedbackConfig | str, prefix: str = ENV_PREFIX) -> str:
 
 
 LIVE_IDS: tuple[str, ...] = tuple(env_id(c) for c in ALL_CONFIGS)
+BENCH_IDS: tuple[str, ...] = tuple(env_id(c, BENCH_PREFIX) for c in ALL_CONFIGS)
+#: The paper's ConvCodeBench: the 5 combinations with verbal feedback other than CF SNF (whose
+#: novice user speaks only on code that does not compile, so it barely differs from CF).
+PAPER_BENCH_IDS: tuple[str, ...] = tuple(
+    env_id(c, BENCH_PREFIX) for c in ALL_CONFIGS if c.verbal != "none" and (c.execution, c.verbal) != ("none", "novice")
+)
 
 
 def register_envs() -> None:
-    """Register the 9 live ids with Gymnasium. Safe to call more than once."""
-    for config in ALL_CONFIGS:
-        name = env_id(config)
-        if name in gym.registry:
-            continue
-        gym.register(
-            id=name,
-            entry_point="convcodeworld_gym.env:ConvCodeWorldEnv",
-            kwargs={"feedback": config.name},
-        )
+    """Register the 9 live and the 9 ConvCodeBench ids with Gymnasium. Safe to call more than once."""
+    entry_points = {ENV_PREFIX: "convcodeworld_gym.env:ConvCodeWorldEnv", BENCH_PREFIX: "convcodeworld_gym.bench:StaticReplay"}
+    for prefix, entry_point in entry_points.items():
+        for config in ALL_CONFIGS:
+            name = env_id(config, prefix)
+            if name not in gym.registry:
+                gym.register(id=name, entry_point=entry_point, kwargs={"feedback": config.name})

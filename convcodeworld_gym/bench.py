@@ -1,0 +1,389 @@
+"""ConvCodeBench: replaying a reference model's logged episodes (static, frozen history).
+
+A reference model was played once in ConvCodeWorld and logged (the :mod:`.records` schema).
+At turn ``i`` the evaluated model sees the reference's frozen history up to turn ``i-1``
+(its code and the feedback on it, verbal feedback included, as logged) and writes code for
+turn ``i``, which is executed and rewarded on all tests. The next observation is the
+reference's turn ``i``, never the evaluated model's own: nothing is generated, so static
+mode makes no verbal-feedback (LLM) calls at all.
+
+Holds:
+    ReferenceLog    a validated reference log of one feedback combination: task -> turns
+    load_reference  read (and check) a reference log from a path, hub id or rows
+    StaticReplay    the Gymnasium env of the ``ConvCodeBench-<combination>-v0`` ids
+    BanditRound     one static turn as a contextual-bandit round (context, task, turn)
+    EPISODE_ENDS    the values of ``info["episode_end"]``
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+import gymnasium as gym
+
+from .combos import FeedbackConfig
+from .env import DEFAULT_MAX_REPLY_CHARS, DEFAULT_MAX_TURNS, ConvCodeWorldEnv
+from .errors import ReferenceLogError, ResetNeeded
+from .feedback.context import VerbalFeedback
+from .records import TurnRecord, group_episodes, read_turns
+from .sandbox import Executor
+from .tasks import DatasetSpec, Task, TaskSet, load_tasks
+
+__all__ = ["ReferenceLog", "ReferenceSpec", "load_reference", "StaticReplay", "BanditRound", "EPISODE_ENDS"]
+
+#: ``info["episode_end"]`` of a static episode: the evaluated model passed; the reference's
+#: log ends because its code passed (at the turn just played, or at turn 0); the turn limit.
+EPISODE_ENDS = ("passed", "reference_passed", "max_turns")
+
+
+@dataclass(frozen=True)
+class ReferenceLog:
+    """The reference's episodes of one feedback combination, checked for replay.
+
+    Attributes:
+        source: where the rows came from (a path or hub id; ``""`` for rows given in memory).
+        feedback: the combination's id part, e.g. ``"CF-EF_full-SEF"``.
+        episodes: task id -> the reference's turns ``0..n`` (every turn present, in order,
+            ending at its first passing turn, or covering turns ``0..max_turns-1`` at least).
+    """
+
+    source: str
+    feedback: str
+    episodes: Mapping[str, tuple[TurnRecord, ...]]
+
+    def passes(self, task_id: str) -> list[bool]:
+        """``passes[j]``: did the reference's code of turn ``j`` pass."""
+        return [row.passed for row in self.episode(task_id)]
+
+    def passed_at(self, task_id: str) -> int | None:
+        """The reference's passing turn for ``task_id``, or None."""
+        last = self.episode(task_id)[-1]
+        return last.turn if last.passed else None
+
+    def episode(self, task_id: str) -> tuple[TurnRecord, ...]:
+        try:
+            return self.episodes[task_id]
+        except KeyError:
+            raise ReferenceLogError(
+                f"the reference log {self.source or '(rows)'} has no {self.feedback} episode for task {task_id!r}; "
+                "replay only tasks the reference played (it holds "
+                f"{len(self.episodes)} tasks, e.g. {', '.join(list(self.episodes)[:3])})"
+            ) from None
+
+
+ReferenceSpec = Union[str, "os.PathLike[str]", Sequence[TurnRecord], ReferenceLog]
+
+
+def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns: int = DEFAULT_MAX_TURNS) -> ReferenceLog:
+    """Read the reference rows of one combination and check that they can be replayed.
+
+    ``log`` is a run directory, a ``turns.jsonl`` file, a hub dataset id, rows, or a
+    :class:`ReferenceLog` (returned as is when its combination matches).
+
+    Raises:
+        ReferenceLogError: no rows of the combination; a task's turns have a gap or a
+            duplicate; turns follow a pass; an unsolved episode stops before turn ``max_turns-1``
+            (the model's turn ``max_turns`` needs the reference's turn ``max_turns-1``).
+    """
+    name = FeedbackConfig.parse(feedback).name
+    if isinstance(log, ReferenceLog):
+        if log.feedback != name:
+            raise ReferenceLogError(f"reference log {log.source!r} is for {log.feedback}, not {name}")
+        return log
+    if isinstance(log, (str, os.PathLike)):
+        # a local log is named by its absolute path, so runs that name it can be scored from anywhere
+        source = os.path.abspath(log) if os.path.exists(log) else os.fspath(log)
+        rows = read_turns(log)
+    else:
+        source, rows = "", list(log)
+    groups = group_episodes(rows)
+    present = sorted({combo for combo, _ in groups})
+    episodes: dict[str, tuple[TurnRecord, ...]] = {}
+    for (combo, task_id), turns in groups.items():
+        if combo != name:
+            continue
+        where = f"reference log {source or '(rows)'}, {name} episode of {task_id!r}"
+        numbers = [row.turn for row in turns]
+        if numbers != list(range(len(turns))):
+            missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
+            raise ReferenceLogError(
+                f"{where}: turns {numbers} are not 0, 1, 2, ... (missing {missing}, or duplicated); "
+                "the log must hold every turn of each episode once"
+            )
+        first = next((row.turn for row in turns if row.passed), None)
+        if first is not None and first != len(turns) - 1:
+            raise ReferenceLogError(f"{where}: turn {first} passed but the log goes on to turn {len(turns) - 1}; cut the episode at its pass")
+        if first is None and len(turns) < max_turns:
+            raise ReferenceLogError(
+                f"{where}: the episode ends at turn {len(turns) - 1} without a pass, but replaying {max_turns} turns "
+                f"needs the reference's turns 0..{max_turns - 1}; pass max_turns={len(turns)} or a complete log"
+            )
+        episodes[task_id] = tuple(turns)
+    if not episodes:
+        raise ReferenceLogError(
+            f"reference log {source or '(rows)'} has no rows for combination {name} (it holds: {', '.join(present) or 'no rows'}); "
+            "choose the ConvCodeBench id of a combination it was recorded with"
+        )
+    return ReferenceLog(source=source, feedback=name, episodes=episodes)
+
+
+@dataclass(frozen=True)
+class BanditRound:
+    """One static turn as a contextual-bandit round.
+
+    Attributes:
+        task: the task (the arm's reward is judged on all of its tests).
+        turn: the turn the reply is for (1..max_turns).
+        history: the reference's frozen turns ``0..turn-1`` (the context).
+        observation: the same dict :class:`StaticReplay` shows before this turn.
+    """
+
+    task: Task
+    turn: int
+    history: tuple[TurnRecord, ...]
+    observation: Mapping[str, Any]
+
+
+class StaticReplay(gym.Env[dict[str, Any], str]):
+    """ConvCodeBench: the evaluated model writes each turn's code on the reference's frozen history.
+
+    Args:
+        feedback: the combination (id part or :class:`FeedbackConfig`); the log's rows of it are replayed.
+        log: the reference log (run directory, ``turns.jsonl``, hub id, rows or :class:`ReferenceLog`).
+        dataset, task_ids, stdlib_only, limit: the tasks, as for the live env; only tasks the
+            log holds are played (``limit`` counts those), in the dataset's order.
+        executor, max_turns, max_reply_chars, render_mode: as for :class:`ConvCodeWorldEnv`.
+        verbal_feedback, simulator_kwargs: accepted so that live and static ids take the same
+            kwargs; ignored (no simulator is built or called): static mode shows the logged
+            verbal feedback.
+
+    ``reset`` shows the task, the reference's turn-0 code and the feedback on it (``turn`` 1).
+    ``step(reply)`` is the evaluated model's turn ``i``: executed, rewarded 1.0 iff all tests
+    pass. The observation returned is the reference's turn ``i``. The episode ends when the
+    model passes (``terminated``, ``episode_end="passed"``), when the reference's code of turn
+    ``i`` passed so its log ends (``truncated``, ``"reference_passed"``; a reference that passed
+    at turn 0 ends the episode after the model's turn 1), or after turn ``max_turns``
+    (``truncated``, ``"max_turns"``, also when the reference passed at that very turn: the
+    static metrics give that pass no credit). ``info["judged"]`` holds the model's own code and the
+    (unshown) feedback on it, which :func:`~convcodeworld_gym.records.turn_record` logs.
+
+    It is a ``gym.Env`` holding a live env as its judge (rather than a ``gym.Wrapper``), so
+    that ``env.unwrapped`` is the static env with its ``config``, ``tasks`` and ``task``.
+
+    >>> import tempfile, gymnasium as gym
+    >>> from convcodeworld_gym.wrappers import RecordEpisodes
+    >>> log = tempfile.mkdtemp()
+    >>> live = RecordEpisodes(gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval", max_turns=1), log)
+    >>> _ = live.reset(options={"task_id": "HumanEval/2"})
+    >>> _ = live.step("def truncate_number(number):\\n    return 1.0")  # the reference fails, twice
+    >>> _ = live.step("def truncate_number(number):\\n    return 2.0")
+    >>> live.close()
+    >>> env = gym.make("ConvCodeBench-CF-EF_full-v0", log=log, dataset="humaneval", max_turns=1)
+    >>> obs, info = env.reset(options={"task_id": "HumanEval/2"})
+    >>> obs["turn"], obs["code"], obs["execution_feedback"].splitlines()[0]
+    (1, 'def truncate_number(number):\\n    return 1.0', 'TEST_1')
+    >>> obs, reward, terminated, truncated, info = env.step("def truncate_number(number):\\n    return number % 1.0")
+    >>> reward, terminated, info["episode_end"], obs["code"]
+    (1.0, True, 'passed', 'def truncate_number(number):\\n    return 2.0')
+    >>> env.close()
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        feedback: str | FeedbackConfig = "CF-EF_full-SEF",
+        log: ReferenceSpec | None = None,
+        dataset: DatasetSpec = "bigcodebench",
+        *,
+        task_ids: Sequence[str] | None = None,
+        stdlib_only: bool = False,
+        limit: int | None = None,
+        executor: Executor | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        verbal_feedback: VerbalFeedback | None = None,
+        simulator_kwargs: Mapping[str, Any] | None = None,
+        max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
+        render_mode: str | None = None,
+    ) -> None:
+        del verbal_feedback, simulator_kwargs  # static mode shows the logged verbal feedback; nothing is generated
+        if log is None:
+            raise ReferenceLogError("ConvCodeBench replays a reference log: pass log=<run directory, turns.jsonl, hub id or rows>")
+        if not isinstance(max_turns, int) or max_turns < 1:
+            raise ValueError(f"max_turns must be an int >= 1 for a static replay, got {max_turns!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.config = FeedbackConfig.parse(feedback)
+        self.reference = load_reference(log, self.config, max_turns)
+        self.max_turns = max_turns
+        self.render_mode = render_mode
+        tasks = self._select_tasks(load_tasks(dataset), task_ids, stdlib_only, limit)
+        # The judge runs the model's code with the same CF/EF; it never has a verbal simulator.
+        self._judge = ConvCodeWorldEnv(
+            FeedbackConfig(self.config.execution, "none"),
+            dataset=tasks,
+            executor=executor,
+            max_turns=max_turns,
+            max_reply_chars=max_reply_chars,
+        )
+        self._round_judge: ConvCodeWorldEnv | None = None
+        self.tasks: TaskSet = self._judge.tasks
+        self.observation_space = self._judge.observation_space
+        self.action_space = self._judge.action_space
+        self._turn = 0
+        self._done = True
+        self._last_obs: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def task(self) -> Task:
+        """The task of the current episode."""
+        return self._judge.task
+
+    @property
+    def executor(self) -> Executor:
+        return self._judge.executor
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Start an episode (task chosen as by the live env: ``task_id``, ``task_index`` or seeded draw)."""
+        super().reset(seed=seed)
+        wanted = (options or {}).get("task_id")
+        if wanted is not None and str(wanted) not in self.tasks:
+            self.reference.episode(str(wanted))  # a task the log lacks: say so, naming the log
+        _, judge_info = self._judge.reset(seed=seed, options=options)
+        self._turn = 1
+        self._done = False
+        obs = self._frozen_observation(0)
+        info = {
+            **judge_info,
+            "feedback": self.config.name,
+            "reference_log": self.reference.source,
+            "reference_turns": len(self.reference.episode(self.task.task_id)),
+            "reference_passed_at": self.reference.passed_at(self.task.task_id),
+        }
+        return obs, info
+
+    def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise ResetNeeded("the episode is over (or never started): call env.reset() before step()")
+        turn = self._turn
+        judged_obs, reward, _, _, judge_info = self._judge.step(action)
+        task_id = self.task.task_id
+        reference_passed_at = self.reference.passed_at(task_id)
+        terminated = bool(judge_info["passed"])
+        if terminated:
+            end = "passed"
+        elif turn >= self.max_turns:  # before the reference's pass: one at turn max_turns earns no credit
+            end = "max_turns"
+        elif reference_passed_at is not None and reference_passed_at <= turn:
+            end = "reference_passed"
+        else:
+            end = None
+        truncated = end is not None and not terminated
+        self._done = end is not None
+        self._turn = turn + 1
+        shown = min(turn, len(self.reference.episode(task_id)) - 1)
+        obs = self._frozen_observation(shown)
+        info = {
+            **judge_info,
+            "turn": turn,
+            "feedback": self.config.name,
+            "judged": {key: judged_obs[key] for key in ("code", "compilation_feedback", "execution_feedback", "verbal_feedback")},
+            "feedback_shown": self._feedback_shown(self.reference.episode(task_id)[shown]),
+            "verbal_feedback_source": None,
+            "episode_end": end,
+            "reference_log": self.reference.source,
+            "reference_turn_shown": shown,
+            "reference_passed_at": reference_passed_at,
+        }
+        return obs, reward, terminated, truncated, info
+
+    def rounds(self) -> Iterator[BanditRound]:
+        """Every static turn of every task as a contextual-bandit round, task by task, turn by turn.
+
+        A round exists for turn ``i`` (1..max_turns) when the reference's turns ``0..i-1`` all
+        failed; rounds are independent (a passing reply does not remove later rounds).
+        """
+        for task in self.tasks:
+            episode = self.reference.episode(task.task_id)
+            for turn in range(1, self.max_turns + 1):
+                if episode[turn - 1].passed:
+                    break
+                yield BanditRound(task, turn, episode[:turn], self._observation_of(task, episode[turn - 1], turn))
+
+    def score(self, round: BanditRound, reply: str) -> float:
+        """The reward of ``reply`` in ``round``: 1.0 iff its code passes all the task's tests.
+
+        Uses its own judge on the same executor, so it does not disturb a running episode.
+        """
+        if self._round_judge is None:
+            self._round_judge = ConvCodeWorldEnv(
+                FeedbackConfig(self.config.execution, "none"), dataset=self.tasks, executor=self._judge.executor,
+                max_turns=self.max_turns, max_reply_chars=self._judge.max_reply_chars,
+            )
+        self._round_judge.reset(options={"task_id": round.task.task_id})
+        _, reward, _, _, _ = self._round_judge.step(reply)
+        return float(reward)
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        if self._last_obs is None:
+            return "(no episode: call reset())\n"
+        obs = self._last_obs
+        parts = [f"=== {self.task.task_id} [ConvCodeBench {self.config.name}] reference turn {obs['turn'] - 1}, next turn {obs['turn']} ==="]
+        parts += [f"--- {key} ---\n{obs[key]}" for key in ("code", "compilation_feedback", "execution_feedback", "verbal_feedback") if obs[key]]
+        return "\n".join(parts) + "\n"
+
+    def close(self) -> None:
+        if self._round_judge is not None:
+            self._round_judge.close()  # does not own the executor
+        self._judge.close()
+        super().close()
+
+    # ------------------------------------------------------------- helpers
+
+    def _select_tasks(self, tasks: TaskSet, task_ids: Sequence[str] | None, stdlib_only: bool, limit: int | None) -> TaskSet:
+        """The dataset's tasks (subset as asked) that the log holds, in the dataset's order.
+
+        Tasks of the dataset that the log lacks are not played; asking for one by id is an error.
+        """
+        logged = self.reference.episodes
+        if task_ids is not None:
+            for task_id in task_ids:
+                self.reference.episode(task_id)  # raises, naming the task, when the log lacks it
+        chosen = tasks.subset(ids=task_ids, stdlib_only=stdlib_only)
+        selected = TaskSet(tuple(t for t in chosen if t.task_id in logged), name=f"{chosen.name}/reference")
+        if len(selected) == 0:
+            raise ReferenceLogError(
+                f"none of the {len(chosen)} tasks of {chosen.name!r} is in the reference log {self.reference.source or '(rows)'} "
+                f"({len(logged)} tasks, e.g. {', '.join(list(logged)[:3])}); pass the dataset the reference was played on"
+            )
+        return selected.subset(limit=limit) if limit is not None else selected
+
+    def _observation_of(self, task: Task, row: TurnRecord, next_turn: int) -> dict[str, Any]:
+        return {
+            "task": task.prompt,
+            "code": row.code,
+            "compilation_feedback": row.compilation_feedback,
+            "execution_feedback": row.execution_feedback,
+            "verbal_feedback": row.verbal_feedback,
+            "turn": next_turn,
+        }
+
+    def _frozen_observation(self, reference_turn: int) -> dict[str, Any]:
+        row = self.reference.episode(self.task.task_id)[reference_turn]
+        obs = self._observation_of(self.task, row, self._turn)
+        self._last_obs = obs
+        return obs
+
+    def _feedback_shown(self, row: TurnRecord) -> dict[str, Any]:
+        return {
+            "compilation": True,
+            "execution": self.config.execution if row.execution_feedback else None,
+            "verbal": self.config.verbal if row.verbal_feedback else None,
+        }

@@ -1,0 +1,77 @@
+"""Wrappers that compose with any convcodeworld-gym env (live or static).
+
+Holds:
+    RecordEpisodes  write every finished episode of your own loop to a :mod:`.records` log
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+
+from .records import EpisodeLogWriter, TurnRecord, turn_record
+
+__all__ = ["RecordEpisodes"]
+
+
+class RecordEpisodes(gym.Wrapper[dict[str, Any], str, dict[str, Any], str]):
+    """Log each turn (the action is the reply; code, feedback and pass come from obs and info)
+    and append each *finished* episode to ``<run_dir>/turns.jsonl``.
+
+    The log is the one schema of :mod:`convcodeworld_gym.records`: a live run recorded this
+    way is a reference log for ``ConvCodeBench-<combination>-v0``. An episode that is reset or
+    closed before it ends is not written. Reopening a run directory appends; ``done`` says
+    which ``(feedback, task_id)`` episodes it already holds, so a loop can skip them.
+
+    Args:
+        env: a ConvCodeWorld or ConvCodeBench env (``env.unwrapped.config`` names the combination).
+        run_dir: the run directory (created if needed).
+        policy: the policy's name, stored in every row.
+
+    >>> import tempfile, gymnasium as gym, convcodeworld_gym
+    >>> from convcodeworld_gym.records import read_turns
+    >>> run_dir = tempfile.mkdtemp()
+    >>> env = RecordEpisodes(gym.make("ConvCodeWorld-CF-v0", dataset="humaneval"), run_dir, policy="oracle")
+    >>> obs, info = env.reset(options={"task_id": "HumanEval/0"})
+    >>> _ = env.step(env.unwrapped.task.ground_truth)
+    >>> env.close()
+    >>> [(r.task_id, r.turn, r.passed, r.policy) for r in read_turns(run_dir)]
+    [('HumanEval/0', 0, True, 'oracle')]
+    """
+
+    def __init__(self, env: gym.Env[dict[str, Any], str], run_dir: str | os.PathLike[str], *, policy: str = "") -> None:
+        super().__init__(env)
+        config = getattr(env.unwrapped, "config", None)
+        if config is None:
+            raise TypeError(
+                f"RecordEpisodes needs a convcodeworld-gym env (with a feedback config), got {type(env.unwrapped).__name__}"
+            )
+        self.feedback: str = config.name
+        self.policy = policy
+        self.writer = EpisodeLogWriter(run_dir)
+        self._rows: list[TurnRecord] = []
+
+    @property
+    def done(self) -> set[tuple[str, str]]:
+        """``(feedback, task_id)`` of every episode the log holds."""
+        return self.writer.done
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        self._rows = []
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = super().step(action)
+        self._rows.append(
+            turn_record(feedback=self.feedback, reply=action, obs=obs, reward=float(reward), info=info, policy=self.policy)
+        )
+        if terminated or truncated:
+            self.writer.write_episode(self._rows)
+            self._rows = []
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self.writer.close()
+        super().close()
