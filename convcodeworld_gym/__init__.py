@@ -19,6 +19,7 @@ from .errors import (
     FeedbackUnavailable,
     MalformedRecordError,
     ResetNeeded,
+    SimulatorError,
     UnknownTaskError,
 )
 from .extract import build_program, extract_code
@@ -53,6 +54,7 @@ __all__ = [
     "FeedbackUnavailable",
     "ExecutorError",
     "ResetNeeded",
+    "SimulatorError",
 ]
 
 register_envs()
