@@ -81,11 +81,13 @@ _EXPERT_SHOULD_RAISE = (
 
 @dataclass(frozen=True)
 class ErrorSummary:
-    """The exception of a traceback: ``kind`` (e.g. ``KeyError``), ``message`` and the line number (if any)."""
+    """The exception of a traceback: ``kind`` (e.g. ``KeyError``), ``message``, the line number
+    and the source line shown in the innermost frame (if any)."""
 
     kind: str
     message: str
     line: int | None
+    source: str = ""
 
     @property
     def text(self) -> str:
@@ -105,7 +107,7 @@ def error_summary(traceback_text: str) -> ErrorSummary | None:
     """Find the (last) exception of a traceback text: its kind, message and the line it points at.
 
     >>> error_summary('Traceback (most recent call last):\\n  File "tmp.py", line 3\\n    x = (\\n        ^\\nSyntaxError: \\'(\\' was never closed')
-    ErrorSummary(kind='SyntaxError', message="'(' was never closed", line=3)
+    ErrorSummary(kind='SyntaxError', message="'(' was never closed", line=3, source='x = (')
     >>> error_summary("Not run: the test did not report a result.") is None
     True
     """
@@ -117,7 +119,8 @@ def error_summary(traceback_text: str) -> ErrorSummary | None:
         if match and not lines[i].startswith(("Traceback", "During handling")) and re.search(r"(Error|Exception|Exit|Interrupt|Warning|Failure)$", match.group(1)):
             message = "\n".join([match.group(2) or "", *lines[i + 1 :]]).strip()
             number = re.search(r"line (\d+)", lines[frames[-1]]) if frames else None
-            return ErrorSummary(match.group(1).split(".")[-1], message, int(number.group(1)) if number else None)
+            shown = lines[start].strip() if frames and start < i else ""
+            return ErrorSummary(match.group(1).split(".")[-1], message, int(number.group(1)) if number else None, shown)
     return None
 
 
@@ -233,6 +236,9 @@ class OfflineSimulator:
                 if novice:
                     return rng.choice(_NOVICE_DIFF).format(actual=actual, expected=expected)
                 return f"One check compares the result {actual} with the expected {expected}, and they differ."
+            if not summary.message and summary.source:
+                check = _short(summary.source, 200)
+                return _sentence(("This check did not pass: " if novice else "This check on the result fails: ") + check)
             if novice:
                 return _sentence("The result was not what I expected: " + _short(summary.text))
             return _sentence("A check on the result fails: " + _short(summary.text))
