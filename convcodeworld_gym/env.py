@@ -124,15 +124,16 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit")
         self.max_turns = max_turns
         self.max_reply_chars = max_reply_chars
+        self.render_mode = render_mode
+        self._owns_executor = executor is None
+        self.executor: Executor = executor if executor is not None else LocalExecutor()
         self._owns_verbal_feedback = verbal_feedback is None and self.config.verbal != "none"
         if self._owns_verbal_feedback:
             from .feedback.verbal import make_simulator  # the LLM client is only imported when needed
 
-            verbal_feedback = make_simulator(self.config.verbal, **dict(simulator_kwargs or {}))  # type: ignore[arg-type]
+            options = {"executor": self.executor, **(simulator_kwargs or {})}  # offline probes run where the tests run
+            verbal_feedback = make_simulator(self.config.verbal, **options)
         self.verbal_feedback = verbal_feedback
-        self.render_mode = render_mode
-        self._owns_executor = executor is None
-        self.executor: Executor = executor if executor is not None else LocalExecutor()
 
         text = UnicodeText(MAX_TEXT_CHARS)
         self.action_space = UnicodeText(MAX_TEXT_CHARS)

@@ -12,6 +12,7 @@ import pytest
 from convcodeworld_gym import ConvCodeWorldEnv, SimulatorError
 from convcodeworld_gym.feedback.verbal import FeedbackCache, LLMSimulator, OfflineSimulator, make_simulator
 from convcodeworld_gym.feedback.verbal import _warn_offline_once
+from convcodeworld_gym.feedback.verbal import cache as cache_module
 from convcodeworld_gym.feedback.verbal.leak import nontrivial_lines
 from convcodeworld_gym.testing import Reply, ScriptedOpenAIServer
 
@@ -85,12 +86,19 @@ def test_silent_turns_make_no_request(tmp_path):
 
 
 def test_retries_then_success(tmp_path):
-    script = [Reply(status=429), Reply(status=503), Reply(raw_body=b"{not json"), Reply(content="late", delay_s=1.5), REPLY]
+    script = [
+        Reply(status=429),
+        Reply(status=503),
+        Reply(raw_body=b"{not json"),
+        Reply(raw_body=b'{"choices": 5}'),
+        Reply(content="late", delay_s=1.5),
+        REPLY,
+    ]
     with ScriptedOpenAIServer(script) as server:
-        env = _env("CF-EF_full-SNF", server, tmp_path / "c.sqlite", timeout_s=0.5)
+        env = _env("CF-EF_full-SNF", server, tmp_path / "c.sqlite", timeout_s=0.5, retries=5)
         _, (obs, *_) = _play(env, [WRONG])
         env.close()
-    assert len(server.chat_requests) == 5
+    assert len(server.chat_requests) == 6
     assert obs["verbal_feedback"].startswith("Compare every pair")
 
 
@@ -142,9 +150,11 @@ def test_second_run_is_cached_and_byte_identical(tmp_path):
 
 def test_cache_shared_by_processes(tmp_path):
     path = tmp_path / "multi.sqlite"
-    code = (
-        "import sys\nfrom convcodeworld_gym.feedback.verbal import FeedbackCache\n"
-        "c = FeedbackCache(sys.argv[1])\n"
+    code = (  # cache.py stands alone: load just it, so the two writers start fast and overlap
+        "import sys, importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('cache', {cache_module.__file__!r})\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "c = mod.FeedbackCache(sys.argv[1])\n"
         "for i in range(200):\n    c.put(f'k{i % 150}-{sys.argv[2] if i >= 150 else 0}', 'm', sys.argv[2], 1, 1)\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(n)]) for n in (1, 2)]

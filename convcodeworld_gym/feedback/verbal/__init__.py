@@ -31,6 +31,7 @@ import logging
 import os
 from typing import Literal
 
+from ...sandbox.executor import Executor
 from ..context import VerbalFeedback, VerbalReply
 from .cache import CACHE_ENV, FeedbackCache, default_cache_path
 from .leak import leaked_lines, redact
@@ -95,6 +96,7 @@ def make_simulator(
     retries: int = 4,
     backoff_s: float = 1.0,
     timeout_s: float = 120.0,
+    executor: Executor | None = None,
 ) -> VerbalFeedback:
     """Build a simulated user.
 
@@ -111,6 +113,8 @@ def make_simulator(
             the cache make it reproducible).
         retries, backoff_s, timeout_s: the LLM's retries after 429 / 5xx / timeouts, the first
             backoff (doubling) and the per-request timeout.
+        executor: where the offline expert runs its probes (the env passes its own, so probes
+            are confined like the tests); default a private :class:`LocalExecutor`.
 
     >>> make_simulator("novice", "offline").source
     'offline'
@@ -123,7 +127,7 @@ def make_simulator(
         if backend == "offline":
             _warn_offline_once()
     if backend == "offline":
-        return OfflineSimulator(expertise, seed=seed)
+        return OfflineSimulator(expertise, seed=seed, executor=executor)
     base_url = base_url or os.environ.get(BASE_URL_ENV) or None
     api_key = api_key or os.environ.get(API_KEY_ENV) or os.environ.get("OPENAI_API_KEY") or None
     if api_key is None and base_url is None:

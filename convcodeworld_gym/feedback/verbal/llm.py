@@ -40,6 +40,18 @@ class _Malformed(Exception):
     """The server answered 200 with a body that holds no usable message."""
 
 
+def _read(response: Any) -> tuple[str, Usage]:
+    """The message text and token usage of a chat completion; :class:`_Malformed` if it has no text."""
+    try:
+        content = response.choices[0].message.content
+    except (AttributeError, TypeError, IndexError, KeyError) as exc:
+        raise _Malformed(f"the reply is not a chat completion ({exc})") from exc
+    if not isinstance(content, str) or not content.strip():
+        raise _Malformed("the reply holds no message text")
+    used = getattr(response, "usage", None)
+    return content, Usage(getattr(used, "prompt_tokens", 0) or 0, getattr(used, "completion_tokens", 0) or 0, 1)
+
+
 class LLMSimulator:
     """A novice or expert user simulated by a chat model.
 
@@ -137,27 +149,20 @@ class LLMSimulator:
         return content, usage, False
 
     def _request(self, messages: list[dict[str, str]]) -> tuple[str, Usage]:
+        """One answer from the API, retrying transient failures with exponential backoff."""
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             if attempt:
                 self._sleep(min(30.0, self.backoff_s * 2 ** (attempt - 1)))
             try:
                 response = self._client.chat.completions.create(model=self.model, messages=messages, **self.params)  # type: ignore[arg-type]
-                content = response.choices[0].message.content if response.choices else None
-                if not isinstance(content, str) or not content.strip():
-                    raise _Malformed("the reply holds no message text")
+                return _read(response)
             except openai.APIStatusError as exc:
                 if not isinstance(exc, _RETRIABLE):
                     raise self._error(exc, attempt + 1) from exc
                 last = exc
-            except (*_RETRIABLE, _Malformed, openai.APIResponseValidationError, ValueError, AttributeError, TypeError) as exc:
+            except (*_RETRIABLE, _Malformed, ValueError) as exc:  # ValueError: a body that is not JSON
                 last = exc
-            else:
-                used = response.usage
-                usage = Usage(
-                    getattr(used, "prompt_tokens", 0) or 0, getattr(used, "completion_tokens", 0) or 0, 1
-                )
-                return content, usage
         assert last is not None
         raise self._error(last, self.retries + 1) from last
 
