@@ -35,9 +35,11 @@ def _env(feedback: str, server: ScriptedOpenAIServer, cache_path, **kwargs) -> C
 
 
 def _play(env: ConvCodeWorldEnv, actions: list[str]) -> list:
+    """Reset, play ``actions`` and close the env; returns the reset result and every step result."""
     trace = [env.reset(options={"task_id": TASK})]
     for action in actions:
         trace.append(env.step(action))
+    env.close()
     return trace
 
 
@@ -45,7 +47,6 @@ def test_novice_request_content_and_reply_cleanup(tmp_path):
     with ScriptedOpenAIServer([REPLY]) as server:
         env = _env("CF-EF_full-SNF", server, tmp_path / "c.sqlite")
         _, (obs, _, _, _, info) = _play(env, [WRONG])
-        env.close()
     (request,) = server.chat_requests
     assert request["model"] == "sim-model" and request["temperature"] == 0.0
     prompt = "\n".join(m["content"] for m in request["messages"])
@@ -137,7 +138,7 @@ def test_second_run_is_cached_and_byte_identical(tmp_path):
         calls = len(server.chat_requests)
         second = _play(_env("CF-EF_full-SNF", server, tmp_path / "shared.sqlite"), actions)
     assert calls == 3 and len(server.chat_requests) == 3  # zero requests on the second run
-    for (a, b) in zip(first[1:], second[1:]):
+    for a, b in zip(first[1:], second[1:], strict=True):
         assert a[0] == b[0] and a[0]["verbal_feedback"].encode() == b[0]["verbal_feedback"].encode()
         assert b[4]["verbal_feedback_details"]["cached"] is True
         assert b[4]["verbal_feedback_details"]["usage"]["api_calls"] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broken_programs import MUTATIONS, mutate, names_failing_behaviour
-from convcodeworld_gym import ConvCodeWorldEnv, Task
+from convcodeworld_gym import ConvCodeWorldEnv, LocalExecutor, Task
 from convcodeworld_gym.feedback.verbal import OfflineSimulator
 from convcodeworld_gym.feedback.verbal.leak import nontrivial_lines
 from convcodeworld_gym.feedback.verbal.static import code_facts
@@ -168,3 +168,43 @@ def test_end_to_end_episodes(combo, dataset, task_id, executor, request):
         assert transcript[1][0]["verbal_feedback"], (combo, task.task_id)
         for step in transcript:
             _assert_clean(step[0]["verbal_feedback"], task)
+
+
+class _CountingExecutor(LocalExecutor):
+    """A real local executor that counts its runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0
+
+    def run(self, task, program):
+        self.runs += 1
+        return super().run(task, program)
+
+
+def test_expert_probes_run_in_the_envs_executor(humaneval):
+    executor = _CountingExecutor()
+    env = ConvCodeWorldEnv("CF-SEF", dataset=[humaneval["HumanEval/0"]], executor=executor, simulator_kwargs={"backend": "offline"})
+    env.reset()
+    obs, *_ = env.step("def has_close_elements(numbers, threshold):\n    return False")
+    assert executor.runs == 3  # the tests, then the probes of ground truth and candidate
+    assert "When the function is called with" in obs["verbal_feedback"] or "For the input" in obs["verbal_feedback"]
+    obs, *_ = env.step("def has_close_elements(numbers, threshold):\n    return None")
+    assert executor.runs == 5  # the ground truth's probe is remembered
+    env.close()
+
+
+def test_plain_string_provider(humaneval):
+    class Teacher:
+        expertise = "novice"
+        source = "teacher"
+
+        def __call__(self, context):
+            return f"turn {context.turn}: look again"
+
+    env = ConvCodeWorldEnv("CF-EF_full-SNF", dataset=[humaneval["HumanEval/0"]], verbal_feedback=Teacher())
+    env.reset()
+    obs, *_, info = env.step("def has_close_elements(numbers, threshold):\n    return False")
+    env.close()
+    assert obs["verbal_feedback"] == "turn 0: look again"
+    assert info["verbal_feedback_source"] == "teacher" and info["verbal_feedback_details"] is None
