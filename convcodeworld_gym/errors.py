@@ -8,7 +8,7 @@ Holds:
     DatasetError         a task source cannot be found or read
     MalformedRecordError one record of a task file is wrong (names file, line, field)
     UnknownTaskError     a task id that is not in the loaded task set
-    FeedbackUnavailable  a feedback kind that is not configured (e.g. verbal feedback without a simulator)
+    FeedbackUnavailable  a feedback kind that is not configured
     ExecutorError        the executor itself failed (never raised for bad *model* code)
     SimulatorError       the LLM user simulator's endpoint failed after its retries (names endpoint and status)
     ResetNeeded          ``step`` called before ``reset`` or after the episode ended

@@ -48,7 +48,7 @@ def test_novice_request_content_and_reply_cleanup(tmp_path):
         env = _env("CF-EF_full-SNF", server, tmp_path / "c.sqlite")
         _, (obs, _, _, _, info) = _play(env, [WRONG])
     (request,) = server.chat_requests
-    assert request["model"] == "sim-model" and request["temperature"] == 0.0
+    assert request["model"] == "sim-model" and request["temperature"] == 0.0 and request["max_tokens"] == 2048
     prompt = "\n".join(m["content"] for m in request["messages"])
     assert WRONG in prompt and obs["execution_feedback"] in prompt and "No syntax errors" in prompt
     assert env.task.prompt in prompt

@@ -35,7 +35,7 @@ from ...sandbox.executor import Executor
 from ..context import VerbalFeedback, VerbalReply
 from .cache import CACHE_ENV, FeedbackCache, default_cache_path
 from .leak import leaked_lines, redact
-from .llm import DEFAULT_MODEL, LLMSimulator
+from .llm import DEFAULT_MAX_TOKENS, DEFAULT_MODEL, LLMSimulator
 from .offline import OFFLINE_SOURCE, OfflineSimulator
 from .prompts import build_messages
 from .rules import check_expertise, should_speak
@@ -106,7 +106,8 @@ def make_simulator(
             else offline with one logged warning per process).
         model, base_url, api_key: the LLM endpoint; ``None`` reads the environment variables
             above. ``model`` defaults to ``gpt-4o``.
-        temperature, max_tokens: sampling parameters of the LLM (the paper: 0.0 and the default).
+        temperature, max_tokens: sampling parameters of the LLM; ``max_tokens=None`` means the
+            reference's 2048.
         cache_path: the LLM answers' sqlite cache; ``None`` reads ``$CONVCODEWORLD_SIMULATOR_CACHE``
             or uses the user cache directory.
         seed: the offline simulator's phrasing seed (ignored by the LLM: temperature 0 and
@@ -142,7 +143,7 @@ def make_simulator(
         base_url=base_url,
         api_key=api_key,
         temperature=temperature,
-        max_tokens=max_tokens,
+        max_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
         retries=retries,
         backoff_s=backoff_s,
         timeout_s=timeout_s,

@@ -29,9 +29,11 @@ from .leak import leaked_lines, redact
 from .prompts import LEAK_RETRY_MESSAGE, build_messages, parse_reply
 from .rules import Expertise, check_expertise, should_speak
 
-__all__ = ["LLMSimulator", "DEFAULT_MODEL", "OPENAI_BASE_URL"]
+__all__ = ["LLMSimulator", "DEFAULT_MODEL", "DEFAULT_MAX_TOKENS", "OPENAI_BASE_URL"]
 
 DEFAULT_MODEL = "gpt-4o"
+#: The reference's reply limit for the simulator (its DSPy LM was built with ``max_tokens=2048``).
+DEFAULT_MAX_TOKENS = 2048
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _RETRIABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
 
@@ -61,7 +63,8 @@ class LLMSimulator:
         cache: where answers are stored and looked up.
         base_url: the OpenAI-compatible endpoint (``None``: OpenAI's).
         api_key: the key sent to it; never logged, cached or given to a sandbox.
-        temperature, max_tokens: sampling parameters (part of the cache key).
+        temperature, max_tokens: sampling parameters (part of the cache key); the reference
+            used temperature 0 and 2048 tokens; ``max_tokens=None`` sends no limit.
         seed: sent as the API's ``seed`` when not ``None`` (part of the cache key).
         retries: extra tries after a transient failure; ``backoff_s`` doubles each time (capped at 30 s).
         timeout_s: per-request timeout.
@@ -79,7 +82,7 @@ class LLMSimulator:
         base_url: str | None = None,
         api_key: str | None = None,
         temperature: float = 0.0,
-        max_tokens: int | None = None,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
         seed: int | None = None,
         retries: int = 4,
         backoff_s: float = 1.0,
