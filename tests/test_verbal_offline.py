@@ -192,6 +192,13 @@ def test_expert_probes_run_in_the_envs_executor(humaneval):
     obs, *_ = env.step("def has_close_elements(numbers, threshold):\n    return None")
     assert executor.runs == 5  # the ground truth's probe is remembered
     env.close()
+    executor.runs = 0
+    env = ConvCodeWorldEnv("CF-SEF", dataset=[humaneval["HumanEval/0"]], executor=executor,
+                           simulator_kwargs={"backend": "offline", "probe": False})
+    env.reset()
+    obs, *_ = env.step("def has_close_elements(numbers, threshold):\n    return False")
+    env.close()
+    assert executor.runs == 1 and obs["verbal_feedback"].startswith("1. This check on the result fails: assert candidate(")
 
 
 def test_plain_string_provider(humaneval):

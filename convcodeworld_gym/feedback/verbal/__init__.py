@@ -97,6 +97,7 @@ def make_simulator(
     backoff_s: float = 1.0,
     timeout_s: float = 120.0,
     executor: Executor | None = None,
+    probe: bool = True,
 ) -> VerbalFeedback:
     """Build a simulated user.
 
@@ -116,6 +117,9 @@ def make_simulator(
             backoff (doubling) and the per-request timeout.
         executor: where the offline expert runs its probes (the env passes its own, so probes
             are confined like the tests); default a private :class:`LocalExecutor`.
+        probe: let the offline expert run the ground truth and the candidate on the failing
+            test's inputs (two more executions per turn, one when the ground truth's is
+            remembered); ``False`` keeps to the failing test's text and the code comparison.
 
     >>> make_simulator("novice", "offline").source
     'offline'
@@ -128,7 +132,7 @@ def make_simulator(
         if backend == "offline":
             _warn_offline_once()
     if backend == "offline":
-        return OfflineSimulator(expertise, seed=seed, executor=executor)
+        return OfflineSimulator(expertise, seed=seed, executor=executor, probe=probe)
     base_url = base_url or os.environ.get(BASE_URL_ENV) or None
     api_key = api_key or os.environ.get(API_KEY_ENV) or os.environ.get("OPENAI_API_KEY") or None
     if api_key is None and base_url is None:
