@@ -22,6 +22,7 @@ from .errors import (
     ReferenceLogError,
     MalformedRecordError,
     ResetNeeded,
+    SimulatorError,
     UnknownTaskError,
 )
 from .extract import build_program, extract_code
@@ -65,6 +66,7 @@ __all__ = [
     "ExecutorError",
     "ResetNeeded",
     "ReferenceLogError",
+    "SimulatorError",
 ]
 
 register_envs()

@@ -14,6 +14,7 @@ Holds:
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +22,10 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from .combos import FeedbackConfig
-from .errors import FeedbackUnavailable, ResetNeeded
+from .errors import ResetNeeded
 from .extract import build_program, extract_code
 from .feedback import PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
-from .feedback.context import TurnContext, VerbalFeedback
+from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
 from .sandbox import ExecutionResult, Executor, LocalExecutor
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DatasetSpec, Task, TaskSet, load_tasks
@@ -57,7 +58,11 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`).
         executor: runs the tests; default a :class:`LocalExecutor` owned (and closed) by the env.
         max_turns: feedback turns after turn 0; the episode is truncated after turn ``max_turns``.
-        verbal_feedback: the simulated user, required for SNF / SEF combinations.
+        verbal_feedback: the simulated user of SNF / SEF combinations; ``None`` builds one with
+            :func:`~convcodeworld_gym.feedback.verbal.make_simulator` (an LLM when an endpoint is
+            configured, else the offline simulator).
+        simulator_kwargs: keyword arguments of ``make_simulator`` (``backend``, ``model``,
+            ``base_url``, ``cache_path``, ``seed``, ...) for the simulator the env builds.
         max_reply_chars: longer replies are a failed turn with an explanation.
         render_mode: ``None`` or ``"ansi"``.
 
@@ -93,18 +98,22 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         executor: Executor | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         verbal_feedback: VerbalFeedback | None = None,
+        simulator_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
         render_mode: str | None = None,
     ) -> None:
         self.config = FeedbackConfig.parse(feedback)
-        if self.config.verbal != "none" and verbal_feedback is None:
-            raise FeedbackUnavailable(
-                f"combination {self.config.name} needs verbal feedback ({self.config.verbal} user) but no "
-                "simulator is configured; pass verbal_feedback=<a VerbalFeedback provider>, "
-                "or choose a combination without SNF/SEF"
+        if self.config.verbal == "none" and (verbal_feedback is not None or simulator_kwargs is not None):
+            raise ValueError(
+                f"combination {self.config.name} shows no verbal feedback; drop verbal_feedback= / simulator_kwargs="
             )
-        if verbal_feedback is not None and self.config.verbal == "none":
-            raise ValueError(f"combination {self.config.name} shows no verbal feedback; drop verbal_feedback=")
+        if verbal_feedback is not None and simulator_kwargs is not None:
+            raise ValueError("pass either verbal_feedback= (a provider) or simulator_kwargs= (to build one), not both")
+        if verbal_feedback is not None and getattr(verbal_feedback, "expertise", self.config.verbal) != self.config.verbal:
+            raise ValueError(
+                f"combination {self.config.name} needs a provider with expertise {self.config.verbal!r}, "
+                f"got one with expertise {verbal_feedback.expertise!r}"
+            )
         if not isinstance(max_turns, int) or max_turns < 0:
             raise ValueError(f"max_turns must be an int >= 0, got {max_turns!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -115,10 +124,16 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit")
         self.max_turns = max_turns
         self.max_reply_chars = max_reply_chars
-        self.verbal_feedback = verbal_feedback
         self.render_mode = render_mode
         self._owns_executor = executor is None
         self.executor: Executor = executor if executor is not None else LocalExecutor()
+        self._owns_verbal_feedback = verbal_feedback is None and self.config.verbal != "none"
+        if self._owns_verbal_feedback:
+            from .feedback.verbal import make_simulator  # the LLM client is only imported when needed
+
+            options = {"executor": self.executor, **(simulator_kwargs or {})}  # offline probes run where the tests run
+            verbal_feedback = make_simulator(self.config.verbal, **options)
+        self.verbal_feedback = verbal_feedback
 
         text = UnicodeText(MAX_TEXT_CHARS)
         self.action_space = UnicodeText(MAX_TEXT_CHARS)
@@ -195,9 +210,11 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         if self.config.execution != "none" and compile_ok:
             ef = execution_feedback(result, self.config.execution, task.test_names[:PARTIAL_TEST_COUNT])
         vf: str | None = None
+        verbal: VerbalReply | str | None = None
         if self.verbal_feedback is not None:
             context = TurnContext(task, turn, code, compile_ok, cf, ef, result, self.config)
-            vf = self.verbal_feedback(context)
+            verbal = self.verbal_feedback(context)
+            vf = verbal.text if isinstance(verbal, VerbalReply) else verbal
         verbal_at = time.perf_counter()
 
         passed = result.passed
@@ -221,7 +238,12 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
                 "execution": self.config.execution if ef is not None else None,
                 "verbal": self.config.verbal if vf else None,
             },
-            "verbal_feedback_source": getattr(self.verbal_feedback, "source", None) if vf is not None else None,
+            "verbal_feedback_source": (
+                verbal.source if isinstance(verbal, VerbalReply) else getattr(self.verbal_feedback, "source", None)
+            )
+            if vf is not None
+            else None,
+            "verbal_feedback_details": verbal.info() if isinstance(verbal, VerbalReply) else None,
             "episode_end": "passed" if terminated else ("max_turns" if truncated else None),
             "timings": Timings(
                 compile_s=compiled_at - started,
@@ -250,6 +272,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
     def close(self) -> None:
         if self._owns_executor:
             self.executor.close()
+        if self._owns_verbal_feedback and hasattr(self.verbal_feedback, "close"):
+            self.verbal_feedback.close()  # type: ignore[union-attr]
         super().close()
 
     # ------------------------------------------------------------- helpers

@@ -8,8 +8,9 @@ Holds:
     DatasetError         a task source cannot be found or read
     MalformedRecordError one record of a task file is wrong (names file, line, field)
     UnknownTaskError     a task id that is not in the loaded task set
-    FeedbackUnavailable  a feedback kind that is not configured (e.g. verbal feedback without a simulator)
+    FeedbackUnavailable  a feedback kind that is not configured
     ExecutorError        the executor itself failed (never raised for bad *model* code)
+    SimulatorError       the LLM user simulator's endpoint failed after its retries (names endpoint and status)
     ResetNeeded          ``step`` called before ``reset`` or after the episode ended
     ReferenceLogError    a ConvCodeBench reference log (or reference result file) lacks a task,
                          a turn or a field, or is inconsistent
@@ -24,6 +25,7 @@ __all__ = [
     "UnknownTaskError",
     "FeedbackUnavailable",
     "ExecutorError",
+    "SimulatorError",
     "ResetNeeded",
     "ReferenceLogError",
 ]
@@ -65,6 +67,19 @@ class ExecutorError(ConvCodeWorldError):
     Failures of the *program under test* are never raised: they come back as a
     failed :class:`~convcodeworld_gym.sandbox.ExecutionResult`.
     """
+
+
+class SimulatorError(ConvCodeWorldError, RuntimeError):
+    """The LLM that simulates the user could not give feedback (after retries).
+
+    Raised instead of returning empty feedback: a dead endpoint must never look like a
+    silent user. ``endpoint`` is the base URL, ``status`` the last HTTP status (or
+    ``None`` for timeouts, connection failures and malformed replies).
+    """
+
+    def __init__(self, message: str, *, endpoint: str, status: int | None = None) -> None:
+        self.endpoint, self.status = endpoint, status
+        super().__init__(message)
 
 
 class ResetNeeded(ConvCodeWorldError, RuntimeError):

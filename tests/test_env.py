@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
-from convcodeworld_gym import LIVE_IDS, ConvCodeWorldEnv, FeedbackUnavailable, ResetNeeded
+from convcodeworld_gym import LIVE_IDS, ConvCodeWorldEnv, ResetNeeded
 from convcodeworld_gym.env import OBSERVATION_KEYS
 
 NON_VERBAL_IDS = [i for i in LIVE_IDS if "SNF" not in i and "SEF" not in i]
@@ -29,14 +29,14 @@ def test_nine_ids_registered():
     assert all(i in gym.registry for i in LIVE_IDS)
 
 
-@pytest.mark.parametrize("env_id", NON_VERBAL_IDS)
+@pytest.mark.parametrize("env_id", LIVE_IDS)
 def test_check_env_humaneval(env_id):
     env = gym.make(env_id, dataset="humaneval")
     check_env(env.unwrapped)
     env.close()
 
 
-@pytest.mark.parametrize("env_id", NON_VERBAL_IDS)
+@pytest.mark.parametrize("env_id", LIVE_IDS)
 def test_check_env_bigcodebench(env_id, bigcodebench):
     env = gym.make(env_id, dataset=bigcodebench.subset(stdlib_only=True, limit=20))
     check_env(env.unwrapped)
@@ -44,10 +44,32 @@ def test_check_env_bigcodebench(env_id, bigcodebench):
 
 
 @pytest.mark.parametrize("env_id", VERBAL_IDS)
-def test_verbal_ids_refuse_without_simulator(env_id):
-    with pytest.raises(FeedbackUnavailable, match="needs verbal feedback") as info:
-        gym.make(env_id, dataset="humaneval")
-    assert isinstance(info.value, NotImplementedError)
+def test_verbal_ids_default_to_offline_simulator(env_id, monkeypatch):
+    for var in ("CONVCODEWORLD_SIMULATOR_MODEL", "CONVCODEWORLD_SIMULATOR_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-to-be-used")  # a key alone does not switch to the paid API
+    env = gym.make(env_id, dataset="humaneval")
+    env.reset(options={"task_id": "HumanEval/0"})
+    obs, *_, info = env.step("def has_close_elements(numbers, threshold):\n    return (")
+    novice = "SNF" in env_id
+    assert bool(obs["verbal_feedback"]) is novice  # on a compile error the novice speaks, the expert is not asked
+    assert info["verbal_feedback_source"] == ("offline" if novice else None)
+    obs, *_, info = env.step("def has_close_elements(numbers, threshold):\n    return numbers[99]")
+    speaks = not novice or "EF" in env_id  # a compiling program: the novice needs shown failing tests
+    assert bool(obs["verbal_feedback"]) is speaks
+    assert "```" not in obs["verbal_feedback"]
+    env.close()
+
+
+def test_verbal_kwargs_checked():
+    with pytest.raises(ValueError, match="shows no verbal feedback"):
+        ConvCodeWorldEnv("CF", dataset="humaneval", simulator_kwargs={"backend": "offline"})
+    with pytest.raises(ValueError, match="needs a provider with expertise 'expert'"):
+        from convcodeworld_gym.feedback.verbal import OfflineSimulator
+
+        ConvCodeWorldEnv("CF-SEF", dataset="humaneval", verbal_feedback=OfflineSimulator("novice"))
+    with pytest.raises(ValueError, match="backend must be"):
+        ConvCodeWorldEnv("CF-SNF", dataset="humaneval", simulator_kwargs={"backend": "cloud"})
 
 
 def _env(feedback="CF-EF_full", **kwargs) -> ConvCodeWorldEnv:

@@ -1,6 +1,6 @@
 """Feedback texts: compilation (CF) and execution (EF, partial or full).
 
-Verbal feedback (novice / expert simulators) lives in :mod:`.verbal` once configured.
+Verbal feedback (the novice / expert simulators) lives in :mod:`.verbal`.
 """
 
 from .compilation import COMPILE_FILENAME, NO_SYNTAX_ERRORS, compilation_feedback

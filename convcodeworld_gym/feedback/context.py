@@ -1,20 +1,21 @@
-"""What a verbal-feedback provider is given about one turn.
+"""What a verbal-feedback provider is given about one turn, and what it may return.
 
 Holds:
     TurnContext    the task, the code just judged, and the feedback shown for it
+    VerbalReply    feedback text plus where it came from (source, token usage, latency, leak guard)
     VerbalFeedback the protocol every novice/expert provider implements
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union, runtime_checkable
 
 from ..combos import FeedbackConfig
 from ..sandbox.result import ExecutionResult
 from ..tasks import Task
 
-__all__ = ["TurnContext", "VerbalFeedback"]
+__all__ = ["TurnContext", "VerbalReply", "VerbalFeedback", "Usage"]
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,69 @@ class TurnContext:
     config: FeedbackConfig
 
 
+@dataclass(frozen=True)
+class Usage:
+    """Tokens spent by the API calls of one feedback (all zero when served from cache or offline)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    api_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.api_calls + other.api_calls,
+        )
+
+
+@dataclass(frozen=True)
+class VerbalReply:
+    """Feedback text with the facts about how it was made; the env copies them into ``info``.
+
+    Attributes:
+        text: the feedback shown to the model.
+        source: e.g. ``"offline"``, ``"llm:gpt-4o"``.
+        cached: every API answer behind ``text`` came from the cache (no call was made).
+        usage: tokens spent on API calls for this text (zero when cached or offline).
+        leak: the expert leak guard's findings: ``{"detected", "regenerated", "redacted_lines"}``.
+        latency_s: seconds spent producing it; excluded from equality (a measurement).
+    """
+
+    text: str
+    source: str
+    cached: bool = False
+    usage: Usage = Usage()
+    leak: dict[str, Any] = field(default_factory=dict)
+    latency_s: float = field(default=0.0, compare=False)
+
+    def info(self) -> dict[str, Any]:
+        """The JSON-ready ``info["verbal_feedback_details"]`` entry (latency left out: see ``timings``)."""
+        return {
+            "source": self.source,
+            "cached": self.cached,
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+                "total_tokens": self.usage.total_tokens,
+                "api_calls": self.usage.api_calls,
+            },
+            "leak": dict(self.leak),
+        }
+
+
 @runtime_checkable
 class VerbalFeedback(Protocol):
-    """A simulated user: novice or expert. Returns the feedback text, or ``None`` to stay silent."""
+    """A simulated user: novice or expert.
+
+    Returns the feedback text (a ``str`` or a :class:`VerbalReply`), or ``None`` to stay
+    silent. ``source`` names the provider in ``info["verbal_feedback_source"]``.
+    """
 
     expertise: str  # "novice" or "expert"
 
-    def __call__(self, context: TurnContext) -> str | None: ...
+    def __call__(self, context: TurnContext) -> Union[str, VerbalReply, None]: ...
