@@ -23,7 +23,7 @@ from .errors import (
 )
 from .extract import build_program, extract_code
 from .registration import LIVE_IDS, env_id, register_envs
-from .sandbox import ExecutionResult, Executor, Limits, LocalExecutor, Outcome
+from .sandbox import ExecutionResult, Executor, Limits, LocalExecutor, Outcome, SandboxExecutor
 from .tasks import Task, TaskSet, load_tasks
 
 __version__ = "0.1.0"
@@ -43,6 +43,7 @@ __all__ = [
     "build_program",
     "Executor",
     "LocalExecutor",
+    "SandboxExecutor",
     "Limits",
     "ExecutionResult",
     "Outcome",

@@ -25,7 +25,7 @@ from .errors import FeedbackUnavailable, ResetNeeded
 from .extract import build_program, extract_code
 from .feedback import PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback
-from .sandbox import ExecutionResult, Executor, LocalExecutor
+from .sandbox import ExecutionResult, Executor, SandboxExecutor
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DatasetSpec, Task, TaskSet, load_tasks
 
@@ -55,7 +55,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
         dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks.
         task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`).
-        executor: runs the tests; default a :class:`LocalExecutor` owned (and closed) by the env.
+        executor: runs the tests; default a confined :class:`SandboxExecutor` owned (and closed) by the env.
         max_turns: feedback turns after turn 0; the episode is truncated after turn ``max_turns``.
         verbal_feedback: the simulated user, required for SNF / SEF combinations.
         max_reply_chars: longer replies are a failed turn with an explanation.
@@ -118,7 +118,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self.verbal_feedback = verbal_feedback
         self.render_mode = render_mode
         self._owns_executor = executor is None
-        self.executor: Executor = executor if executor is not None else LocalExecutor()
+        self.executor: Executor = executor if executor is not None else SandboxExecutor()
 
         text = UnicodeText(MAX_TEXT_CHARS)
         self.action_space = UnicodeText(MAX_TEXT_CHARS)

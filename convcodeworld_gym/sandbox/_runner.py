@@ -50,6 +50,17 @@ class _StreamingResult(unittest.TestResult):
         if prev is None or prev[0] in ("passed", "skipped"):  # first failure of a test wins
             self._current[name] = (outcome, tb)
 
+    def _exc_info_to_string(self, err, test) -> str:
+        """unittest's text, except for an exception from the program's process (split judge): then the
+        test's frames followed by the program's own traceback, as one same-process traceback would read."""
+        remote = getattr(err[1], "ccw_remote_traceback", None)
+        if not isinstance(remote, str) or not remote:
+            return super()._exc_info_to_string(err, test)
+        head = "Traceback (most recent call last):\n"
+        frames = [f for f in traceback.extract_tb(err[2]) if f.filename == test.__class__.__module__ + ".py"]
+        earlier, _, last = remote.rpartition(head)
+        return earlier + head + "".join(traceback.format_list(frames)) + last
+
     def startTest(self, test) -> None:  # noqa: N802 (unittest API)
         super().startTest(test)
         emit(self._fd, {"e": "start", "name": self._name(test)})

@@ -111,7 +111,8 @@ class SandboxSettings:
     """Sizes and limits of the confined child. Defaults fit BigCodeBench tasks.
 
     Attributes:
-        base_uid: worker slot ``i`` runs untrusted code as uid/gid ``base_uid + i`` (never 0).
+        base_uid: each worker slot runs untrusted code as its own uid/gid, the first free one from ``base_uid`` up
+            (free: no other executor on this machine holds its lock file), never 0.
         tmpfs_mb: size of the worker's private tmpfs (the run's work dir lives in it).
         tmpfs_inodes: most files and dirs the tmpfs holds.
         address_space_mb: ``RLIMIT_AS`` of the child (virtual memory; a warm worker with pandas maps ~1.5 GB).

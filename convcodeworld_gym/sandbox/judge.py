@@ -32,8 +32,10 @@ import enum
 import io
 import os
 import pickle
+import signal
 import struct
 import sys
+import time
 import traceback
 import types
 from typing import Any
@@ -53,6 +55,15 @@ __all__ = [
 
 #: Largest message either side accepts (a bigger return value is an error in that test).
 MAX_MESSAGE_BYTES = 256 << 20
+#: Longest exception argument or traceback text the program's process sends for one call.
+MAX_ERROR_CHARS = 10_000
+
+
+def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}... [{len(text) - 2 * half} characters cut] ...{text[-half:]}"
 
 
 class Mode(str, enum.Enum):
@@ -104,7 +115,7 @@ def suspicious_constructs(program: str) -> tuple[str, ...]:
     Parsed, never run. An unparsable program returns ``()`` (it fails to compile anyway).
 
     >>> suspicious_constructs("import sys\\ndef task_func():\\n    sys._getframe(1).f_globals['x'] = 1")
-    ('frame access (sys._getframe)', 'frame globals (f_globals)')
+    ('frame globals (f_globals)', 'frame access (sys._getframe)')
     >>> suspicious_constructs("def task_func(x):\\n    return x + 1")
     ()
     """
@@ -183,12 +194,11 @@ def safe_loads(data: bytes) -> Any:
 
     >>> safe_loads(pickle.dumps({"a": [1, 2.5, (3, "x")], "b": {4}}))
     {'a': [1, 2.5, (3, 'x')], 'b': {4}}
-    >>> class Always:
-    ...     def __eq__(self, other): return True
-    >>> safe_loads(pickle.dumps(Always()))
+    >>> import argparse
+    >>> safe_loads(pickle.dumps(argparse.Namespace(a=1)))
     Traceback (most recent call last):
     ...
-    _pickle.UnpicklingError: the program returned a convcodeworld_gym.sandbox.judge.Always object; only plain data (builtins, datetime, decimal, numpy, pandas values) can be judged across the process boundary
+    _pickle.UnpicklingError: the program returned a argparse.Namespace object; only plain data (builtins, datetime, decimal, numpy, pandas values) can be judged across the process boundary
     """
     return _SafeUnpickler(io.BytesIO(data)).load()
 
@@ -260,10 +270,31 @@ class ProgramProxy:
     loaded) exception class when possible, else as :class:`RemoteError`; its traceback text is attached.
     """
 
-    def __init__(self, channel: Channel, name: str) -> None:
+    def __init__(self, channel: Channel, name: str, pid: int | None = None) -> None:
         self._channel = channel
         self.__name__ = self.__qualname__ = name
+        self._pid = pid
         self._gone: str | None = None
+
+    def _exit_text(self) -> str:
+        """How the program's process ended, when this judge is its parent (waits up to 2 s)."""
+        if self._pid is None:
+            return ""
+        for _ in range(200):
+            try:
+                pid, status = os.waitpid(self._pid, os.WNOHANG)
+            except ChildProcessError:
+                return ""
+            if pid:
+                self._pid = None
+                if os.WIFSIGNALED(status):
+                    try:
+                        return f" (it was killed by signal {signal.Signals(os.WTERMSIG(status)).name})"
+                    except ValueError:
+                        return f" (it was killed by signal {os.WTERMSIG(status)})"
+                return f" (it exited with code {os.WEXITSTATUS(status)})"
+            time.sleep(0.01)
+        return " (it is still running)"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._gone is not None:
@@ -275,12 +306,10 @@ class ProgramProxy:
         try:
             self._channel.send(request)
             kind, value, states, text = safe_loads(self._channel.recv())
-        except ProgramGone as exc:
-            self._gone = f"{exc}; the program process is gone (it exited or was killed during an earlier call)"
-            raise ProgramGone(str(exc)) from None
-        except OSError as exc:
-            self._gone = f"the program process is gone ({exc})"
-            raise ProgramGone(self._gone) from None
+        except (ProgramGone, OSError) as exc:
+            text = f"{exc}{self._exit_text()}"
+            self._gone = f"the program process ended during an earlier call: {text}"
+            raise ProgramGone(text) from None
         if isinstance(states, dict):
             _set_rng_states(states)
         if kind == "ok":
@@ -305,7 +334,10 @@ def _rebuild_exception(value: Any, text: str) -> BaseException:
         exc = RemoteError(f"the program raised {qualname}{tuple(args)!r}")
     else:
         exc = RemoteError(f"{module}.{qualname}: {', '.join(map(str, args))}")
-    exc.__cause__ = RemoteError("\n" + text.rstrip())
+    # The judge's test runner splices this after the test's own frames, so the traceback reads
+    # as if the program had run in the test's process (as in the reference).
+    exc.ccw_remote_traceback = text  # type: ignore[attr-defined]
+    exc.__suppress_context__ = True
     return exc
 
 
@@ -342,11 +374,12 @@ def serve_program(channel: Channel, program: str, module_name: str, entry_point:
             answer = ("ok", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), _rng_states(), "")
         except BaseException as exc:  # noqa: BLE001 - SystemExit included: it is the program's failure
             tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-            text = "".join(traceback.format_exception(type(exc), exc, tb))
             try:
-                args_out = tuple(a for a in exc.args if isinstance(a, (str, int, float, bool, type(None))))
-            except Exception:  # noqa: BLE001
-                args_out = ()
+                text = _clip("".join(traceback.format_exception(type(exc), exc, tb)))
+                args_out = tuple(_clip(a) if isinstance(a, str) else a
+                                 for a in exc.args if isinstance(a, (str, int, float, bool, type(None))))
+            except Exception:  # noqa: BLE001 - a hostile exception whose str() or args fail
+                text, args_out = f"{type(exc).__qualname__} (its text could not be formatted)", ()
             answer = ("exc", (type(exc).__module__, type(exc).__qualname__, args_out), _rng_states(), text)
         try:
             data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)

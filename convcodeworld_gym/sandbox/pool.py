@@ -7,6 +7,7 @@ Holds:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import queue
@@ -42,19 +43,39 @@ class WorkerDied(Exception):
     """A worker exited or stopped answering during a run."""
 
 
+_UID_LOCK_DIR = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+_UID_RANGE = 4096
+
+
+def _claim_uid(base: int) -> tuple[int, int]:
+    """Reserve a sandbox uid no other executor on this machine uses: returns (uid, lock fd held for our lifetime)."""
+    for uid in range(base, base + _UID_RANGE):
+        fd = os.open(os.path.join(_UID_LOCK_DIR, f"ccw-sandbox-uid-{uid}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return uid, fd
+        except OSError:
+            os.close(fd)
+    raise ExecutorError(f"no free sandbox uid in [{base}, {base + _UID_RANGE}); close other executors or change base_uid")
+
+
 class _Worker:
-    """One worker process (a slot): started on demand, replaced when it dies."""
+    """One worker process (a slot): started on demand, replaced when it dies. Its uid is its own on this machine."""
 
     def __init__(self, slot: int, settings: SandboxSettings, preload: tuple[str, ...], python: str) -> None:
         self.slot, self.settings, self.preload, self.python = slot, settings, preload, python
         self.proc: subprocess.Popen | None = None
         self.confinement: dict[str, Any] = {}
         self._buffer = b""
+        self._uid: tuple[int, int] | None = None
 
     def start(self) -> dict[str, Any]:
         readable = [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(self.python)), _PACKAGE_ROOT,
                     *site.getsitepackages(), *[p for p in sys.path if p]]
-        config = {"slot": self.slot, "settings": asdict(self.settings), "preload": list(self.preload), "readable": readable}
+        if self._uid is None and os.geteuid() == 0:
+            self._uid = _claim_uid(self.settings.base_uid)
+        uid = self._uid[0] if self._uid else self.settings.base_uid
+        config = {"uid": uid, "settings": asdict(self.settings), "preload": list(self.preload), "readable": readable}
         self.proc = subprocess.Popen(
             [self.python, "-s", "-m", "convcodeworld_gym.sandbox.worker", json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -115,6 +136,13 @@ class _Worker:
                 pass
         self.proc = None
         self._buffer = b""
+
+    def release(self) -> None:
+        """Stop the worker and give its uid back."""
+        self.stop()
+        if self._uid is not None:
+            os.close(self._uid[1])
+            self._uid = None
 
 
 def _describe(returncode: int | None) -> str:
@@ -253,7 +281,7 @@ class SandboxExecutor(Executor):
     def close(self) -> None:
         self._closed = True
         for worker in self._workers:
-            worker.stop()
+            worker.release()
 
     # ----------------------------------------------------------------- internals
 
@@ -296,7 +324,7 @@ class SandboxExecutor(Executor):
             raise ExecutorError("the SandboxExecutor is closed; create a new one")
         if worker.alive:
             return
-        if worker.proc is not None:
+        if worker.proc is not None:  # died between runs
             worker.stop()
             self.replaced_workers += 1
         got = worker.start()
@@ -327,6 +355,7 @@ class SandboxExecutor(Executor):
                 reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)
             except WorkerDied as exc:
                 worker.stop()
+                self.replaced_workers += 1  # started afresh by the next run on this slot
                 details["worker_died"] = str(exc)
                 reply = {"events": [], "stop_reason": None,
                          "exit_desc": f"was lost: {exc} (the worker was replaced)"}

@@ -18,6 +18,8 @@ The worker is trusted: it never runs the program's code in its own process.
 Holds:
     main        the worker's loop
     run_child   what the confined child does (judge or in-process)
+    establish   confine the worker itself as far as the machine allows
+    judge_source  the judge's test module, aligned line for line with the in-process one
 """
 
 from __future__ import annotations
@@ -38,19 +40,18 @@ from .executor import Limits
 from .judge import Channel, Mode, ProgramProxy, safe_loads, serve_program
 from .local import child_env, collect_events
 
-__all__ = ["main", "run_child", "establish"]
+__all__ = ["main", "run_child", "establish", "judge_source"]
 
 
-def establish(settings: SandboxSettings, slot: int, readable: list[str]) -> Confinement:
+def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> Confinement:
     """Confine this worker as far as the machine allows; returns what was achieved."""
     missing: list[str] = []
     features: list[str] = ["process_group", "scrubbed_env", "closed_fds", "private_workdir", "output_cap"]
-    uid = os.getuid()
     if os.geteuid() != 0:
+        uid = os.getuid()
         missing.append("uid: the executor does not run as root, so it cannot switch to a sandbox uid")
         return Confinement(Level.PROCESS, uid, tuple(features), tuple(missing))
     level = Level.UID
-    uid = settings.base_uid + slot
     features += ["non_root_uid", "rlimits", "not_dumpable"]
     try:
         features += confine.enter_worker_namespaces(settings, readable)
@@ -124,11 +125,23 @@ def run_child(job: dict[str, Any], confinement: Confinement, settings: SandboxSe
         if first[0] == "crash":
             emit(result_fd, {"e": "crash", "tb": str(first[1])})
             os._exit(0)
-        run_suite(result_fd, job["prelude"] + "\n" + job["test"], module, test_class, {entry: ProgramProxy(channel, entry)})
+        run_suite(result_fd, judge_source(job["program"], job["prelude"], job["test"]), module, test_class,
+                  {entry: ProgramProxy(channel, entry, pid)})
     else:
         sys.path.insert(0, workdir)
         run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class)
     os._exit(0)
+
+
+def judge_source(program: str, prelude: str, test: str) -> str:
+    r"""The judge's module: the task's imports, then the tests at the same line numbers as in ``program + "\n" + test``.
+
+    >>> judge_source("import os\ndef f():\n    return 1\n", "import os\n", "T").splitlines()
+    ['import os', '', '', '', 'T']
+    """
+    prelude = prelude if prelude.endswith("\n") or not prelude else prelude + "\n"
+    offset = (program + "\n").count("\n")
+    return prelude + "\n" * max(1, offset - prelude.count("\n")) + test
 
 
 def _run_job(job: dict[str, Any], confinement: Confinement, settings: SandboxSettings, counter: int) -> dict[str, Any]:
@@ -216,7 +229,7 @@ def main() -> None:
         os.dup2(null, fd)
     os.environ.update(child_env(confine.SANDBOX_ROOT))
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
-    confinement = establish(settings, config["slot"], config["readable"])
+    confinement = establish(settings, config["uid"], config["readable"])
     _import_quietly(config.get("preload", []))
     out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
     out.flush()
