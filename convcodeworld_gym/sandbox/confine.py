@@ -12,7 +12,8 @@ Holds:
     Confinement           what one worker achieved (features, uid, level), reported in results
     SandboxSettings       sizes and limits of the confined child (tmpfs, address space, pids, ...)
     enter_worker_namespaces  new mount/net/ipc/uts namespaces, read-only root, private tmpfs /tmp
-    enter_pid_namespace   the caller's next child starts a new PID namespace as its pid 1
+    enter_run_namespaces  per run: new PID namespace (next child is its pid 1), fresh tmpfs /tmp and /dev/shm
+    bring_up_loopback     a loopback-only network
     drop_to               setgroups/setgid/setuid to the slot uid, rlimits, no dumping, death signal
     close_fds_except      close every inherited descriptor but the ones named
     set_parent_death_signal  die with the parent
@@ -36,7 +37,8 @@ __all__ = [
     "Confinement",
     "SandboxSettings",
     "enter_worker_namespaces",
-    "enter_pid_namespace",
+    "enter_run_namespaces",
+    "bring_up_loopback",
     "drop_to",
     "close_fds_except",
     "set_parent_death_signal",
@@ -189,8 +191,8 @@ def _bind_readable(paths: Iterable[str]) -> None:
 def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) -> tuple[str, ...]:
     """Move the calling (root) process into new mount, network, IPC and UTS namespaces and lay out its view.
 
-    ``/`` becomes read-only (this mount namespace only), ``/tmp`` and ``/dev/shm`` become private
-    size-limited tmpfs, and each path in ``readable`` (the interpreter's prefix, site-packages, ...)
+    ``/`` becomes read-only (this mount namespace only), ``/tmp`` becomes a private tmpfs (each run then
+    gets its own, see :func:`enter_run_namespaces`), the network has only a loopback, and each path in ``readable`` (the interpreter's prefix, site-packages, ...)
     is made reachable for the unprivileged slot uid. Returns the feature names achieved.
 
     Raises:
@@ -202,14 +204,32 @@ def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) 
            f"mode=755,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
     _bind_readable(p for p in readable if not os.path.realpath(p).startswith(SANDBOX_ROOT + "/"))
     _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY)
-    if os.path.isdir("/dev/shm"):
-        _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=64m,nr_inodes=1000")
+    bring_up_loopback()
     return ("netns", "mountns", "ipcns", "utsns", "readonly_root", "private_tmpfs")
 
 
-def enter_pid_namespace() -> None:
-    """The caller's next child is pid 1 of a new PID namespace; when it dies, every process in it dies."""
-    _check(_lib().unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+def enter_run_namespaces(settings: SandboxSettings) -> None:
+    """Per run (in the worker's helper, as root): a new PID namespace for the caller's next child, and a new
+    mount namespace with a fresh size-limited ``/tmp`` and ``/dev/shm``, so nothing a run leaves there
+    reaches the next run; both vanish with the run's last process.
+    """
+    _check(_lib().unshare(_CLONE_NEWPID | _CLONE_NEWNS), "unshare(CLONE_NEWPID | CLONE_NEWNS)")
+    _mount("tmpfs", SANDBOX_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"mode=1777,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
+    if os.path.isdir("/dev/shm"):
+        _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=64m,nr_inodes=1000")
+
+
+def bring_up_loopback() -> None:
+    """Set ``lo`` up in this (fresh) network namespace: local servers work, nothing outside is reachable."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        flags = struct.unpack("16sH", fcntl.ioctl(sock, siocgifflags, struct.pack("16sH14x", b"lo", 0))[:18])[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
 
 
 def drop_to(uid: int, settings: SandboxSettings, cpu_seconds: int | None = None) -> None:

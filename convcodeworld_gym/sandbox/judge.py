@@ -132,8 +132,8 @@ def suspicious_constructs(program: str) -> tuple[str, ...]:
             name = node.id
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
-            if any(m and m.split(".")[0] in ("unittest", "gc", "inspect", "ctypes") for m in mods):
-                found[f"imports {', '.join(sorted({m.split('.')[0] for m in mods if m}))}"] = None
+            for root in sorted({m.split(".")[0] for m in mods if m} & {"unittest", "gc", "ctypes"}):
+                found[f"imports {root}"] = None
             name = None
             for alias in node.names:
                 if alias.name in _SUSPICIOUS_NAMES and _SUSPICIOUS_NAMES[alias.name]:

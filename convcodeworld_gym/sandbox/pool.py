@@ -258,8 +258,10 @@ class SandboxExecutor(Executor):
         with lock:
             found = self.profiles.get(key)
             if found is None:
-                found = self._measure(task)
+                found, canonical = self._measure(task)
                 self.profiles.put(key, found)
+                if canonical is not None:  # the canonical run answers its own next request
+                    self._remember(task, task.ground_truth, found.mode, self._limits_for(found), canonical)
         return found
 
     def run(self, task: Task, program: str) -> ExecutionResult:
@@ -271,9 +273,7 @@ class SandboxExecutor(Executor):
             mode, limits, profile = Mode(self.judge), self.limits, None
         elif self.calibrate:
             profile = self.profile(task)
-            mode, limits = profile.mode, self.time_policy.limits_for(profile.canonical_s if profile.canonical_passed else None, self.limits)
-            if not profile.canonical_passed:
-                limits = self.limits
+            mode, limits = profile.mode, self._limits_for(profile)
         else:
             mode, limits, profile = static_mode(task.test) or Mode.SPLIT, self.limits, None
         return self._run_mode(task, program, mode, limits, profile)
@@ -285,38 +285,55 @@ class SandboxExecutor(Executor):
 
     # ----------------------------------------------------------------- internals
 
-    def _measure(self, task: Task) -> TaskProfile:
+    def _limits_for(self, profile: TaskProfile) -> Limits:
+        if not profile.canonical_passed:
+            return self.limits
+        return self.time_policy.limits_for(profile.canonical_s, self.limits)
+
+    def _measure(self, task: Task) -> tuple[TaskProfile, ExecutionResult | None]:
         cap = self.time_policy.limits_for(None, self.limits)
         first = static_mode(task.test) or Mode.SPLIT
         tried = []
         for mode in dict.fromkeys((first, Mode.INPROCESS)):
             result = self._execute(task, task.ground_truth, mode, cap)
             if result.passed:
-                return TaskProfile(mode, round(result.details.get("run_s", result.wall_time_s), 4), True,
-                                   "" if mode is first else f"canonical failed in {first.value} mode")
+                profile = TaskProfile(mode, round(result.details.get("run_s") or result.wall_time_s, 4), True,
+                                      "" if mode is first else f"canonical failed in {first.value} mode")
+                return profile, replace(result, details={**result.details, "profile": profile.to_json()})
             tried.append(f"{mode.value}: {_why(result)}")
-        return TaskProfile(Mode.INPROCESS, None, False, "canonical solution fails: " + "; ".join(tried))
+        return TaskProfile(Mode.INPROCESS, None, False, "canonical solution fails: " + "; ".join(tried)), None
+
+    def _cache_key(self, task: Task, program: str, mode: Mode, limits: Limits) -> str | None:
+        if self.cache is None:
+            return None
+        return result_key(task.test_digest, program, f"{self.fingerprint()}|{mode.value}|{limits}")
+
+    def _remember(self, task: Task, program: str, mode: Mode, limits: Limits, result: ExecutionResult) -> None:
+        key = self._cache_key(task, program, mode, limits)
+        if key is not None and result.executed and "worker_died" not in result.details:
+            self.cache.put(key, result)  # type: ignore[union-attr]
 
     def _run_mode(self, task: Task, program: str, mode: Mode, limits: Limits, profile: TaskProfile | None) -> ExecutionResult:
-        key = None
-        if self.cache is not None:
-            key = result_key(task.test_digest, program, f"{self.fingerprint()}|{mode.value}|{limits}")
-            hit = self.cache.get(key)
+        key = self._cache_key(task, program, mode, limits)
+        if key is not None:
+            hit = self.cache.get(key)  # type: ignore[union-attr]
             if hit is not None:
                 return replace(hit, details={**hit.details, "cache": "hit"})
         result = self._execute(task, program, mode, limits)
         details = dict(result.details)
         if profile is not None:
             details["profile"] = profile.to_json()
-        flagged = suspicious_constructs(program) if mode is Mode.INPROCESS else ()
+        flagged: tuple[str, ...] = ()
+        if mode is Mode.INPROCESS:  # what the task's own solution needs is not held against a program
+            allowed = set(suspicious_constructs(task.ground_truth))
+            flagged = tuple(c for c in suspicious_constructs(program) if c not in allowed)
         if flagged and result.passed:
             details["flagged"] = list(flagged)
             result = replace(result, crash=(
                 "JudgeRefused: this task is judged in-process, where a program can forge its own verdict, and this "
                 f"program uses {', '.join(flagged)}; it is not rewarded."))
         result = replace(result, details=details)
-        if key is not None and result.executed and "worker_died" not in details:
-            self.cache.put(key, result)
+        self._remember(task, program, mode, limits, result)
         return result
 
     def _ensure(self, worker: _Worker) -> None:

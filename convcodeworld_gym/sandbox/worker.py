@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -65,11 +66,11 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> Confi
 
 
 def _probe_pid_namespace() -> None:
-    """Raise OSError unless a forked child can open a PID namespace (each run's helper does exactly that)."""
+    """Raise OSError unless a forked child can open the per-run namespaces (each run's helper does exactly that)."""
     pid = os.fork()
     if pid == 0:
         try:
-            confine.enter_pid_namespace()
+            confine.enter_run_namespaces(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100))
             os._exit(0)
         except BaseException:  # noqa: BLE001
             os._exit(1)
@@ -144,19 +145,18 @@ def judge_source(program: str, prelude: str, test: str) -> str:
     return prelude + "\n" * max(1, offset - prelude.count("\n")) + test
 
 
-def _run_job(job: dict[str, Any], confinement: Confinement, settings: SandboxSettings, counter: int) -> dict[str, Any]:
-    _import_quietly(job.get("preload", []))
-    limits = Limits(**job["limits"])
-    workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if confinement.level is Level.NAMESPACES else None
-    if workdir is None:
-        import tempfile
-
-        workdir = tempfile.mkdtemp(prefix="ccw_")
-    else:
-        os.makedirs(workdir)
+def _prepare_workdir(workdir: str, confinement: Confinement) -> None:
     if confinement.level.at_least(Level.UID):
         os.chown(workdir, confinement.uid, confinement.uid)
     os.chmod(workdir, 0o700)
+
+
+def _run_job(job: dict[str, Any], confinement: Confinement, settings: SandboxSettings, counter: int) -> dict[str, Any]:
+    _import_quietly(job.get("preload", []))
+    limits = Limits(**job["limits"])
+    namespaced = confinement.level is Level.NAMESPACES
+    # Namespaced: the dir is made by the helper inside the run's own fresh /tmp, which vanishes with the run.
+    workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced else tempfile.mkdtemp(prefix="ccw_")
     read_fd, write_fd = os.pipe()
     pid_r, pid_w = os.pipe()
     started = time.monotonic()
@@ -165,8 +165,10 @@ def _run_job(job: dict[str, Any], confinement: Confinement, settings: SandboxSet
         try:
             os.close(read_fd)
             os.close(pid_r)
-            if confinement.level is Level.NAMESPACES:
-                confine.enter_pid_namespace()
+            if namespaced:
+                confine.enter_run_namespaces(settings)
+                os.makedirs(workdir)
+            _prepare_workdir(workdir, confinement)
             child = os.fork()
             if child == 0:
                 os.close(pid_w)
@@ -205,7 +207,8 @@ def _run_job(job: dict[str, Any], confinement: Confinement, settings: SandboxSet
                         pass
         if not status:
             status.append(os.waitpid(helper, 0)[1])
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not namespaced:
+            shutil.rmtree(workdir, ignore_errors=True)
     code = os.waitstatus_to_exitcode(status[0])
     if code > 128:
         try:
