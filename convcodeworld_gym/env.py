@@ -216,6 +216,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
             "crash": result.crash,
             "limits_hit": list(result.limits_hit),
+            "confinement": result.details.get("confinement"),  # what the sandbox achieved (None: not run)
+            "judge": result.details.get("judge"),  # split or inprocess
             "feedback_shown": {
                 "compilation": True,
                 "execution": self.config.execution if ef is not None else None,

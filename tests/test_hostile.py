@@ -83,7 +83,8 @@ def assert_rejected(ex: SandboxExecutor, program: str, *expected: str, task: Tas
 
 
 def sandbox_uid_processes(ex: SandboxExecutor) -> list[str]:
-    """Processes left running under this executor's sandbox uids."""
+    """Processes running under this executor's sandbox uids. Each worker keeps one spare run ready
+    (its judge and its program process, waiting for a job): that is 2 per worker, never more."""
     uids = {str(w.confinement.get("uid")) for w in ex._workers if w.confinement}  # noqa: SLF001
     out = subprocess.run(["ps", "-eo", "uid=,stat=,pid=,args="], capture_output=True, text=True).stdout.splitlines()
     # zombies hold no resources; this machine's init may be slow to reap orphans
@@ -135,7 +136,7 @@ ok = True
 """
     assert_rejected(sandbox, succeed_if(bomb), "Resource temporarily unavailable", "BlockingIOError")
     time.sleep(0.5)
-    assert sandbox_uid_processes(sandbox) == []
+    assert len(sandbox_uid_processes(sandbox)) <= 2 * len(sandbox._workers), sandbox_uid_processes(sandbox)  # noqa: SLF001
 
 
 def test_kill_parent_and_kill_all_in_pid_namespace(sandbox):
@@ -297,7 +298,7 @@ def test_worker_killed_mid_run_fails_cleanly_and_next_run_works():
         assert not result.passed and "killed by signal SIGKILL" in texts(result)
         assert ex.run(SQUARE, SQUARE.ground_truth).passed and ex.replaced_workers == 1
         time.sleep(0.5)
-        assert sandbox_uid_processes(ex) == []
+        assert len(sandbox_uid_processes(ex)) <= 2, sandbox_uid_processes(ex)
 
 
 def test_env_survives_hostile_turns(sandbox):
