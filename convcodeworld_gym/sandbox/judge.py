@@ -32,13 +32,14 @@ import enum
 import io
 import os
 import pickle
-import signal
 import struct
 import sys
 import time
 import traceback
 import types
 from typing import Any
+
+from .local import describe_exit
 
 __all__ = [
     "Mode",
@@ -287,12 +288,7 @@ class ProgramProxy:
                 return ""
             if pid:
                 self._pid = None
-                if os.WIFSIGNALED(status):
-                    try:
-                        return f" (it was killed by signal {signal.Signals(os.WTERMSIG(status)).name})"
-                    except ValueError:
-                        return f" (it was killed by signal {os.WTERMSIG(status)})"
-                return f" (it exited with code {os.WEXITSTATUS(status)})"
+                return f" (it {describe_exit(os.waitstatus_to_exitcode(status))})"
             time.sleep(0.01)
         return " (it is still running)"
 

@@ -10,6 +10,7 @@ Holds:
     child_env       the scrubbed environment a child gets
     collect_events  read a run's event stream under its time and output limits (shared with sandbox workers)
     assemble        turn an event stream into an ExecutionResult (unreported tests never pass)
+    describe_exit   a process's exit status in words
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..tasks import TEST_CLASS, Task
 from .executor import Executor, Limits
 from .result import ExecutionResult, Outcome, TestResult
 
-__all__ = ["LocalExecutor", "child_env", "collect_events", "assemble", "MODULE_NAME", "MAX_EVENT_BYTES"]
+__all__ = ["LocalExecutor", "child_env", "collect_events", "assemble", "describe_exit", "MODULE_NAME", "MAX_EVENT_BYTES"]
 
 #: Module (and file) name the program runs as; tracebacks name ``__test__.py``, as in the reference.
 MODULE_NAME = "__test__"
@@ -135,7 +136,7 @@ class LocalExecutor(Executor):
             os.close(read_fd)
             _kill_group(proc.pid)
             proc.wait()
-        return events, stop_reason, _describe_exit(proc.returncode)
+        return events, stop_reason, describe_exit(proc.returncode)
 
 def collect_events(
     read_fd: int, limits: Limits, exited: Callable[[], bool], max_bytes: int = MAX_EVENT_BYTES
@@ -198,9 +199,14 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _describe_exit(returncode: int | None) -> str:
+def describe_exit(returncode: int | None, unfinished: str = "did not exit") -> str:
+    """``returncode`` as :mod:`subprocess` gives it (negative: killed by that signal), in words.
+
+    >>> describe_exit(-9), describe_exit(3), describe_exit(None)
+    ('was killed by signal SIGKILL', 'exited with code 3', 'did not exit')
+    """
     if returncode is None:
-        return "did not exit"
+        return unfinished
     if returncode < 0:
         try:
             return f"was killed by signal {signal.Signals(-returncode).name}"

@@ -28,7 +28,7 @@ from .cache import ResultCache, result_key
 from .confine import Level, SandboxSettings
 from .executor import Executor, Limits
 from .judge import Mode, static_mode, suspicious_constructs
-from .local import MODULE_NAME, assemble, child_env
+from .local import MODULE_NAME, assemble, child_env, describe_exit
 from .profile import ProfileStore, TaskProfile, TimePolicy, profile_key
 from .result import ExecutionResult
 from .runtime import installed_preload, missing_modules, runtime_fingerprint
@@ -102,12 +102,12 @@ class _Worker:
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
                 if self.proc.poll() is not None:
-                    raise WorkerDied(f"the sandbox worker {_describe(self.proc.returncode)}")
+                    raise WorkerDied(f"the sandbox worker {describe_exit(self.proc.returncode, 'stopped answering')}")
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 self.proc.wait()
-                raise WorkerDied(f"the sandbox worker {_describe(self.proc.returncode)}")
+                raise WorkerDied(f"the sandbox worker {describe_exit(self.proc.returncode, 'stopped answering')}")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line.decode("utf-8", "surrogatepass"))
@@ -143,17 +143,6 @@ class _Worker:
         if self._uid is not None:
             os.close(self._uid[1])
             self._uid = None
-
-
-def _describe(returncode: int | None) -> str:
-    if returncode is None:
-        return "stopped answering"
-    if returncode < 0:
-        try:
-            return f"was killed by signal {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"was killed by signal {-returncode}"
-    return f"exited with code {returncode}"
 
 
 class SandboxExecutor(Executor):

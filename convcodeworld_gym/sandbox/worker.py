@@ -44,7 +44,7 @@ from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .judge import Channel, Mode, ProgramGone, ProgramProxy, safe_loads, serve_program
-from .local import child_env, collect_events
+from .local import child_env, collect_events, describe_exit
 
 __all__ = ["main", "run_child", "establish", "judge_source"]
 
@@ -275,14 +275,8 @@ def _run_on(spare: _Spare, job: dict[str, Any]) -> tuple[dict[str, Any], list[in
             pass
     if not status:
         status.append(os.waitpid(spare.helper, 0)[1])
-    code = os.waitstatus_to_exitcode(status[0])
-    if code > 128:
-        try:
-            exit_desc = f"was killed by signal {signal.Signals(code - 128).name}"
-        except ValueError:
-            exit_desc = f"was killed by signal {code - 128}"
-    else:
-        exit_desc = f"exited with code {code}"
+    code = os.waitstatus_to_exitcode(status[0])  # the helper exits 128 + N when the child died of signal N
+    exit_desc = describe_exit(-(code - 128) if code > 128 else code)
     reply = {"events": events, "stop_reason": stop_reason, "exit_desc": exit_desc, "run_s": time.monotonic() - started}
     return reply, status
 
