@@ -27,7 +27,7 @@ from .errors import (
 )
 from .extract import build_program, extract_code
 from .registration import BENCH_IDS, LIVE_IDS, PAPER_BENCH_IDS, env_id, register_envs
-from .sandbox import ExecutionResult, Executor, Limits, LocalExecutor, Outcome
+from .sandbox import ExecutionResult, Executor, Limits, LocalExecutor, Outcome, SandboxExecutor
 from .tasks import Task, TaskSet, load_tasks
 from .wrappers import RecordEpisodes
 
@@ -55,6 +55,7 @@ __all__ = [
     "build_program",
     "Executor",
     "LocalExecutor",
+    "SandboxExecutor",
     "Limits",
     "ExecutionResult",
     "Outcome",

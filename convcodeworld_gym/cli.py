@@ -3,6 +3,7 @@
 Subcommands:
     demo              play a few episodes with the canonical solution and with a wrong-then-right
                       policy, printing every turn (works offline on HumanEval)
+    selfcheck         run every canonical solution of a task set in the sandbox; pass rate and why each failure failed
     import-reference  convert the reference implementation's result files into a turn log
     correlate         Spearman correlation of live vs static (ConvCodeBench) MRR and Recall rankings
 """
@@ -90,6 +91,18 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_selfcheck(args: argparse.Namespace) -> int:
+    from .sandbox import SandboxExecutor
+    from .selfcheck import run_selfcheck
+    from .tasks import load_tasks
+
+    tasks = load_tasks(args.dataset, stdlib_only=args.stdlib_only, limit=args.limit)
+    with SandboxExecutor(workers=args.workers, require=args.require) as executor:
+        report = run_selfcheck(tasks, executor)
+    print(report.render())
+    return 0 if report.passed == report.total else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convcodeworld", description="ConvCodeWorld / ConvCodeBench environments.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     cor.add_argument("--reference", help="the reference log the static runs replayed (default: the one their rows name)")
     cor.add_argument("--max-turns", type=int, default=10)
     cor.set_defaults(func=cmd_correlate)
+
+    check = sub.add_parser("selfcheck", help="run every canonical solution of a task set; report pass rate and failure reasons")
+    check.add_argument("--dataset", default="humaneval", help="humaneval, bigcodebench or a task file")
+    check.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
+    check.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    check.add_argument("--workers", type=int, default=None, help="sandbox workers (default: CPUs)")
+    check.add_argument("--require", default=None, choices=["process", "uid", "namespaces"], help="fail unless this confinement level is reached")
+    check.set_defaults(func=cmd_selfcheck)
     return parser
 
 

@@ -26,7 +26,7 @@ from .errors import ResetNeeded
 from .extract import build_program, extract_code
 from .feedback import PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
-from .sandbox import ExecutionResult, Executor, LocalExecutor
+from .sandbox import ExecutionResult, Executor, SandboxExecutor
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DatasetSpec, Task, TaskSet, load_tasks
 
@@ -56,7 +56,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
         dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks.
         task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`).
-        executor: runs the tests; default a :class:`LocalExecutor` owned (and closed) by the env.
+        executor: runs the tests; default a confined :class:`SandboxExecutor` owned (and closed) by the env.
         max_turns: feedback turns after turn 0; the episode is truncated after turn ``max_turns``.
         verbal_feedback: the simulated user of SNF / SEF combinations; ``None`` builds one with
             :func:`~convcodeworld_gym.feedback.verbal.make_simulator` (an LLM when an endpoint is
@@ -126,7 +126,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self.max_reply_chars = max_reply_chars
         self.render_mode = render_mode
         self._owns_executor = executor is None
-        self.executor: Executor = executor if executor is not None else LocalExecutor()
+        self.executor: Executor = executor if executor is not None else SandboxExecutor()
         self._owns_verbal_feedback = verbal_feedback is None and self.config.verbal != "none"
         if self._owns_verbal_feedback:
             from .feedback.verbal import make_simulator  # the LLM client is only imported when needed
@@ -233,6 +233,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
             "crash": result.crash,
             "limits_hit": list(result.limits_hit),
+            "confinement": result.details.get("confinement"),  # what the sandbox achieved (None: not run)
+            "judge": result.details.get("judge"),  # split or inprocess
             "feedback_shown": {
                 "compilation": True,
                 "execution": self.config.execution if ef is not None else None,

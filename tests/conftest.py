@@ -1,4 +1,8 @@
-"""Shared fixtures: the real BigCodeBench file (via $CONVCODEWORLD_BIGCODEBENCH_PATH), HumanEval, an executor."""
+"""Shared fixtures: the real BigCodeBench file (via $CONVCODEWORLD_BIGCODEBENCH_PATH), HumanEval, executors.
+
+``executor`` is the environment's default, the confined :class:`SandboxExecutor`; ``local_executor``
+is the unconfined fresh-interpreter backend, kept for comparison.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import os
 
 import pytest
 
-from convcodeworld_gym.sandbox import Limits, LocalExecutor
+from convcodeworld_gym.sandbox import Limits, LocalExecutor, SandboxExecutor
 from convcodeworld_gym.tasks import BIGCODEBENCH_ENV, TaskSet, load_tasks
 
 
@@ -25,12 +29,18 @@ def humaneval() -> TaskSet:
 
 @pytest.fixture(scope="session")
 def executor():
+    with SandboxExecutor() as ex:
+        yield ex
+
+
+@pytest.fixture(scope="session")
+def local_executor():
     with LocalExecutor() as ex:
         yield ex
 
 
 @pytest.fixture(scope="session")
 def quick_executor():
-    """Short limits, for tests that provoke timeouts."""
-    with LocalExecutor(Limits(suite_timeout_s=6.0, test_timeout_s=2.0)) as ex:
+    """Short fixed limits (no calibration), for tests that provoke timeouts."""
+    with SandboxExecutor(Limits(suite_timeout_s=6.0, test_timeout_s=2.0), calibrate=False) as ex:
         yield ex

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import socket
+from collections import Counter
 
 import pytest
 
 from convcodeworld_gym import ConvCodeWorldEnv
 from convcodeworld_gym.sandbox import Outcome
 
-# Their tests reach the internet (DNS, HTTP): they can only pass with network access.
+# Their tests reach the internet (DNS, HTTP): they can only pass with network access, which the
+# sandbox (an empty network namespace) never gives. Tasks 812 and 832, whose tests expect permission
+# errors, pass now that programs run as a non-root uid.
 NEEDS_NETWORK = {"BigCodeBench/176", "BigCodeBench/314", "BigCodeBench/1005"}
-# Their tests expect permission errors that root never gets (writing to /non/existent, reading a 000 file).
-NEEDS_NON_ROOT = {"BigCodeBench/812", "BigCodeBench/832"}
 
 
 def _have_network() -> bool:
@@ -31,20 +31,20 @@ def test_bigcodebench_stdlib_canonical_all_pass(bigcodebench, executor):
     results = executor.run_many([(t, t.ground_truth) for t in tasks])
     failed = {t.task_id: r for t, r in zip(tasks, results) if not r.passed}
     excused = set()
-    if not _have_network():
+    if not _have_network() or "netns" in results[0].details.get("confinement", {}).get("features", ()):
         excused |= NEEDS_NETWORK
-    if os.geteuid() == 0 and results[0].details.get("uid", 0) == 0:
-        excused |= NEEDS_NON_ROOT
     unexpected = {k: [(t.name, t.outcome.value, t.traceback[-400:]) for t in r.tests if not t.outcome.ok] or r.crash
                   for k, r in failed.items() if k not in excused}
     assert not unexpected, unexpected
-    print(f"\nstdlib canonical: {300 - len(failed)}/300 passed; excused here: {sorted(set(failed))}")
+    modes = Counter(r.details.get("judge") for r in results)
+    print(f"\nstdlib canonical: {300 - len(failed)}/300 passed; excused here: {sorted(set(failed))}; judge modes: {dict(modes)}")
 
 
 @pytest.mark.slow
 def test_humaneval_canonical_all_pass_and_empty_body_fails(humaneval, executor):
     results = executor.run_many([(t, t.ground_truth) for t in humaneval])
     assert [t.task_id for t, r in zip(humaneval, results) if not r.passed] == []
+    print(f"\nHumanEval judge modes: {dict(Counter(r.details.get('judge') for r in results))}")
     empty = executor.run_many([(t, t.code_prompt + "    pass\n") for t in humaneval])
     assert not any(r.passed for r in empty)
     # per-test feedback: every test reported individually, none silently passed

@@ -36,7 +36,7 @@ def test_round_trip_and_torn_line_repair(tmp_path):
     first = rows[0]
     assert not first.compile_ok and first.compilation_feedback.startswith("Traceback")
     assert rows[1].passed and rows[1].episode_end == "passed" and rows[1].reward == 1.0
-    assert rows[2].tests and rows[2].tests[0]["outcome"] in {"failed", "error"}
+    assert rows[2].tests and not rows[2].passed and rows[2].tests[0]["outcome"] in {"failed", "error", "not_run"}
     groups = group_episodes(reversed(rows))
     assert [r.turn for r in groups[("CF-EF_full", "HumanEval/0")]] == [0, 1]
     env.close()

@@ -68,6 +68,12 @@ class Executor(abc.ABC):
 
         return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Executor:
+        """An executor is a shared resource (workers, containers, a cluster), not a value:
+        deep copies share it. ``gymnasium.make`` deep-copies an env spec's kwargs, so an
+        env re-made from its spec keeps running on the executor it was given."""
+        return self
+
     def close(self) -> None:
         """Release resources. Safe to call more than once."""
 

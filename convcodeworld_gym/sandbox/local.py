@@ -8,6 +8,9 @@ after it are ``NOT_RUN``.
 Holds:
     LocalExecutor   subprocess-per-execution backend
     child_env       the scrubbed environment a child gets
+    collect_events  read a run's event stream under its time and output limits (shared with sandbox workers)
+    assemble        turn an event stream into an ExecutionResult (unreported tests never pass)
+    describe_exit   a process's exit status in words
 """
 
 from __future__ import annotations
@@ -21,19 +24,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..tasks import TEST_CLASS, Task
 from .executor import Executor, Limits
 from .result import ExecutionResult, Outcome, TestResult
 
-__all__ = ["LocalExecutor", "child_env", "MODULE_NAME"]
+__all__ = ["LocalExecutor", "child_env", "collect_events", "assemble", "describe_exit", "MODULE_NAME", "MAX_EVENT_BYTES"]
 
 #: Module (and file) name the program runs as; tracebacks name ``__test__.py``, as in the reference.
 MODULE_NAME = "__test__"
 _RUNNER = Path(__file__).with_name("_runner.py")
 _POLL_S = 0.25
+#: Most bytes of events one run may send (tracebacks included); more stops the run (``output_limit``).
+MAX_EVENT_BYTES = 8 << 20
+#: Longest traceback text kept per test; the middle of a longer one is cut.
+MAX_TRACEBACK_CHARS = 20_000
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 
@@ -89,7 +96,7 @@ class LocalExecutor(Executor):
             events, stop_reason, exit_desc = self._execute(task, program, workdir)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        result = _assemble(task.test_names, events, stop_reason, exit_desc, self.limits)
+        result = assemble(task.test_names, events, stop_reason, exit_desc, self.limits)
         return ExecutionResult(
             tests=result.tests,
             executed=True,
@@ -124,51 +131,57 @@ class LocalExecutor(Executor):
                 proc.stdin.close()  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass
-            events, stop_reason = self._collect(read_fd, proc)
+            events, stop_reason = collect_events(read_fd, self.limits, lambda: proc.poll() is not None)
         finally:
             os.close(read_fd)
             _kill_group(proc.pid)
             proc.wait()
-        return events, stop_reason, _describe_exit(proc.returncode)
+        return events, stop_reason, describe_exit(proc.returncode)
 
-    def _collect(self, read_fd: int, proc: subprocess.Popen) -> tuple[list[dict], str | None]:
-        """Read events until the suite ends, the child dies, or a limit is hit; returns (events, stop reason).
+def collect_events(
+    read_fd: int, limits: Limits, exited: Callable[[], bool], max_bytes: int = MAX_EVENT_BYTES
+) -> tuple[list[dict], str | None]:
+    """Read events until the suite ends, the child dies, or a limit is hit; returns (events, stop reason).
 
-        The channel can stay open after the child exits (a grandchild inherited it), so the
-        child's own exit also ends the read once the pipe is drained.
-        """
-        limits = self.limits
-        suite_deadline = time.monotonic() + limits.suite_timeout_s
-        test_deadline: float | None = None
-        events: list[dict] = []
-        buffer = b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(read_fd, selectors.EVENT_READ)
-            while True:
-                now = time.monotonic()
-                deadline = suite_deadline if test_deadline is None else min(suite_deadline, test_deadline)
-                if now >= deadline:
-                    return events, "suite_timeout" if deadline == suite_deadline else "test_timeout"
-                if not sel.select(timeout=min(deadline - now, _POLL_S)):
-                    if proc.poll() is not None and not sel.select(timeout=0):
-                        return events, None
-                    continue
-                chunk = os.read(read_fd, 1 << 16)
-                if not chunk:
+    The stop reason is ``None``, ``"suite_timeout"``, ``"test_timeout"`` or ``"output_limit"`` (the
+    channel carried more than ``max_bytes``). The channel can stay open after the child exits (a
+    grandchild inherited it), so ``exited()`` turning true also ends the read once the pipe is drained.
+    """
+    suite_deadline = time.monotonic() + limits.suite_timeout_s
+    test_deadline: float | None = None
+    events: list[dict] = []
+    buffer = b""
+    total = 0
+    with selectors.DefaultSelector() as sel:
+        sel.register(read_fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            deadline = suite_deadline if test_deadline is None else min(suite_deadline, test_deadline)
+            if now >= deadline:
+                return events, "suite_timeout" if deadline == suite_deadline else "test_timeout"
+            if not sel.select(timeout=min(deadline - now, _POLL_S)):
+                if exited() and not sel.select(timeout=0):
                     return events, None
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    event = _decode(line)
-                    if event is None:
-                        continue
-                    events.append(event)
-                    if event.get("e") == "start" and limits.test_timeout_s is not None:
-                        test_deadline = time.monotonic() + limits.test_timeout_s
-                    elif event.get("e") == "end":
-                        test_deadline = None
-                    elif event.get("e") in ("done", "crash"):
-                        return events, None
+                continue
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                return events, None
+            total += len(chunk)
+            if total > max_bytes:
+                return events, "output_limit"
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                event = _decode(line)
+                if event is None:
+                    continue
+                events.append(event)
+                if event.get("e") == "start" and limits.test_timeout_s is not None:
+                    test_deadline = time.monotonic() + limits.test_timeout_s
+                elif event.get("e") == "end":
+                    test_deadline = None
+                elif event.get("e") in ("done", "crash"):
+                    return events, None
 
 
 def _decode(line: bytes) -> dict | None:
@@ -186,9 +199,14 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _describe_exit(returncode: int | None) -> str:
+def describe_exit(returncode: int | None, unfinished: str = "did not exit") -> str:
+    """``returncode`` as :mod:`subprocess` gives it (negative: killed by that signal), in words.
+
+    >>> describe_exit(-9), describe_exit(3), describe_exit(None)
+    ('was killed by signal SIGKILL', 'exited with code 3', 'did not exit')
+    """
     if returncode is None:
-        return "did not exit"
+        return unfinished
     if returncode < 0:
         try:
             return f"was killed by signal {signal.Signals(-returncode).name}"
@@ -197,7 +215,14 @@ def _describe_exit(returncode: int | None) -> str:
     return f"exited with code {returncode}"
 
 
-def _assemble(
+def _cap(text: str) -> str:
+    if len(text) <= MAX_TRACEBACK_CHARS:
+        return text
+    half = MAX_TRACEBACK_CHARS // 2
+    return f"{text[:half]}\n... [{len(text) - 2 * half} characters cut] ...\n{text[-half:]}"
+
+
+def assemble(
     expected: tuple[str, ...], events: list[dict], stop_reason: str | None, exit_desc: str, limits: Limits
 ) -> ExecutionResult:
     """Turn the event stream into per-test results. Unreported tests are never passed."""
@@ -215,15 +240,23 @@ def _assemble(
                 outcome = Outcome(event.get("outcome"))
             except ValueError:
                 outcome = Outcome.ERROR
-            finished.setdefault(name, TestResult(name, outcome, str(event.get("tb", ""))))
+            finished.setdefault(name, TestResult(name, outcome, _cap(str(event.get("tb", "")))))
             running = None if running == name else running
         elif kind == "crash":
-            crash = str(event.get("tb", ""))
+            crash = _cap(str(event.get("tb", "")))
         elif kind == "done":
             done = True
 
     limits_hit: tuple[str, ...] = ()
-    if stop_reason is not None:
+    if stop_reason == "output_limit":
+        limits_hit = (stop_reason,)
+        stop_text = f"OutputLimitExceeded: the run sent more than {MAX_EVENT_BYTES} bytes of results and was stopped"
+        if running is not None:
+            finished[running] = TestResult(running, Outcome.ERROR, stop_text)
+        elif crash is None:
+            crash = stop_text
+        not_run = "Not run: the suite was stopped for exceeding the output limit."
+    elif stop_reason is not None:
         limits_hit = (stop_reason,)
         seconds = limits.test_timeout_s if stop_reason == "test_timeout" else limits.suite_timeout_s
         what = "the per-test time limit" if stop_reason == "test_timeout" else "the suite time limit"

@@ -1,0 +1,274 @@
+"""Linux confinement primitives for sandbox workers: namespaces, mounts, uid drop, rlimits.
+
+Everything here is a thin, checked wrapper over a system call (through ``ctypes``: Python 3.10
+and 3.11 have no ``os.unshare``), plus the record of what was achieved.
+
+A worker calls :func:`enter_worker_namespaces` once at start (as root); for each execution it
+forks a child that calls :func:`enter_pid_namespace` and forks again; the grandchild (pid 1 of a
+fresh PID namespace) calls :func:`drop_to` before it runs anything untrusted.
+
+Holds:
+    Level                 ``process`` < ``uid`` < ``namespaces``: the confinement levels, ordered
+    Confinement           what one worker achieved (features, uid, level), reported in results
+    SandboxSettings       sizes and limits of the confined child (tmpfs, address space, pids, ...)
+    enter_worker_namespaces  new mount/net/ipc/uts namespaces, read-only root, private tmpfs /tmp
+    enter_run_namespaces  per run: new PID namespace (next child is its pid 1), fresh tmpfs /tmp and /dev/shm
+    bring_up_loopback     a loopback-only network
+    drop_to               setgroups/setgid/setuid to the slot uid, rlimits, no dumping, death signal
+    close_fds_except      close every inherited descriptor but the ones named
+    set_parent_death_signal  die with the parent
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import enum
+import os
+import resource
+import signal
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Level",
+    "Confinement",
+    "SandboxSettings",
+    "enter_worker_namespaces",
+    "enter_run_namespaces",
+    "bring_up_loopback",
+    "drop_to",
+    "close_fds_except",
+    "set_parent_death_signal",
+    "SANDBOX_ROOT",
+]
+
+#: Inside a worker's mount namespace this is a private, size-limited tmpfs; each run gets a dir in it.
+SANDBOX_ROOT = "/tmp"
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUTS = 0x04000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+_MNT_DETACH = 2
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+
+_libc: Any = None
+
+
+def _lib() -> Any:
+    global _libc  # noqa: PLW0603 - one handle to libc, loaded on first use
+    if _libc is None:
+        lib = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        lib.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+        lib.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        lib.unshare.argtypes = [ctypes.c_int]
+        lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        _libc = lib
+    return _libc
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(_lib().mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+def _prctl(option: int, arg: int) -> None:
+    _check(_lib().prctl(option, arg, 0, 0, 0), f"prctl({option})")
+
+
+class Level(str, enum.Enum):
+    """Confinement levels, weakest first. Compare with :meth:`at_least`.
+
+    * ``process``: own process group, scrubbed environment, private work dir, time limits.
+    * ``uid``: also a distinct non-root uid per worker slot and rlimits (address space, file size, processes).
+    * ``namespaces``: also no network (empty net namespace), own PID namespace per run, read-only view of
+      the file system except a private size-limited tmpfs work dir, own IPC/UTS namespaces.
+    """
+
+    PROCESS = "process"
+    UID = "uid"
+    NAMESPACES = "namespaces"
+
+    @property
+    def rank(self) -> int:
+        return list(Level).index(self)
+
+    def at_least(self, other: Level | str) -> bool:
+        return self.rank >= Level(other).rank
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """Sizes and limits of the confined child. Defaults fit BigCodeBench tasks.
+
+    Attributes:
+        base_uid: each worker slot runs untrusted code as its own uid/gid, the first free one from ``base_uid`` up
+            (free: no other executor on this machine holds its lock file), never 0.
+        tmpfs_mb: size of the worker's private tmpfs (the run's work dir lives in it).
+        tmpfs_inodes: most files and dirs the tmpfs holds.
+        address_space_mb: ``RLIMIT_AS`` of the child (virtual memory; a warm worker with pandas maps ~1.5 GB).
+        file_size_mb: ``RLIMIT_FSIZE``: largest file the program may write.
+        max_processes: ``RLIMIT_NPROC`` for the slot uid (a fork bomb stops here).
+        max_open_files: ``RLIMIT_NOFILE``.
+    """
+
+    base_uid: int = 61000
+    tmpfs_mb: int = 512
+    tmpfs_inodes: int = 20000
+    address_space_mb: int = 6144
+    file_size_mb: int = 256
+    max_processes: int = 256
+    max_open_files: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.base_uid <= 0:
+            raise ValueError(f"SandboxSettings.base_uid must be > 0 (a non-root uid), got {self.base_uid}")
+        for name in ("tmpfs_mb", "tmpfs_inodes", "address_space_mb", "file_size_mb", "max_processes", "max_open_files"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"SandboxSettings.{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What a worker achieved. ``as_dict()`` is what results report under ``details["confinement"]``."""
+
+    level: Level
+    uid: int
+    features: tuple[str, ...] = ()
+    missing: tuple[str, ...] = field(default=(), compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"level": self.level.value, "uid": self.uid, "features": list(self.features), "missing": list(self.missing)}
+
+
+def _closed_ancestor(path: str) -> str | None:
+    """The first ancestor dir of ``path`` that other users cannot search (e.g. /root, mode 0700), if any."""
+    parts = path.strip("/").split("/")
+    for i in range(1, len(parts)):
+        ancestor = "/" + "/".join(parts[:i])
+        if not os.stat(ancestor).st_mode & 0o001:
+            return ancestor
+    return None
+
+
+def _bind_readable(paths: Iterable[str]) -> None:
+    """Make ``paths`` reachable by other users although an ancestor dir is not searchable (e.g. /root is 0700).
+
+    Each closed ancestor is covered, in this mount namespace only, by an empty 0755 tmpfs in which
+    only the needed paths are bind-mounted back: the rest of that ancestor (its secrets) stays hidden.
+    """
+    groups: dict[str, list[str]] = {}
+    for path in sorted({os.path.realpath(p) for p in paths if os.path.exists(p)}):
+        closed = _closed_ancestor(path)
+        if closed is not None and not any(path.startswith(kept + "/") for kept in groups.get(closed, [])):
+            groups.setdefault(closed, []).append(path)
+    for closed, members in groups.items():
+        stages = []
+        for i, path in enumerate(members):
+            stage = f"{SANDBOX_ROOT}/.ccw_stage{i}"  # in the private tmpfs: nothing lands on the host
+            os.makedirs(stage, exist_ok=True)
+            _mount(path, stage, None, _MS_BIND | _MS_REC)
+            stages.append(stage)
+        _mount("tmpfs", closed, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755,size=1m")
+        for stage, path in zip(stages, members):
+            os.makedirs(path, exist_ok=True)
+            _mount(stage, path, None, _MS_BIND | _MS_REC)
+            _check(_lib().umount2(stage.encode(), _MNT_DETACH), f"umount {stage}")
+            os.rmdir(stage)
+
+
+def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) -> tuple[str, ...]:
+    """Move the calling (root) process into new mount, network, IPC and UTS namespaces and lay out its view.
+
+    ``/`` becomes read-only (this mount namespace only), ``/tmp`` becomes a private tmpfs (each run then
+    gets its own, see :func:`enter_run_namespaces`), the network has only a loopback, and each path in ``readable`` (the interpreter's prefix, site-packages, ...)
+    is made reachable for the unprivileged slot uid. Returns the feature names achieved.
+
+    Raises:
+        OSError: a step failed (not root, no namespace support); the caller falls back to a weaker level.
+    """
+    _check(_lib().unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    _mount("tmpfs", SANDBOX_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"mode=755,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
+    _bind_readable(p for p in readable if not os.path.realpath(p).startswith(SANDBOX_ROOT + "/"))
+    _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY)
+    bring_up_loopback()
+    return ("netns", "mountns", "ipcns", "utsns", "readonly_root", "private_tmpfs")
+
+
+def enter_run_namespaces(settings: SandboxSettings) -> None:
+    """Per run (in the worker's helper, as root): a new PID namespace for the caller's next child, and a new
+    mount namespace with a fresh size-limited ``/tmp`` and ``/dev/shm``, so nothing a run leaves there
+    reaches the next run; both vanish with the run's last process.
+    """
+    _check(_lib().unshare(_CLONE_NEWPID | _CLONE_NEWNS), "unshare(CLONE_NEWPID | CLONE_NEWNS)")
+    _mount("tmpfs", SANDBOX_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"mode=1777,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
+    if os.path.isdir("/dev/shm"):
+        _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=64m,nr_inodes=1000")
+
+
+def bring_up_loopback() -> None:
+    """Set ``lo`` up in this (fresh) network namespace: local servers work, nothing outside is reachable."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        flags = struct.unpack("16sH", fcntl.ioctl(sock, siocgifflags, struct.pack("16sH14x", b"lo", 0))[:18])[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
+def drop_to(uid: int, settings: SandboxSettings, cpu_seconds: int | None = None) -> None:
+    """Become ``uid`` (no supplementary groups) and apply the rlimits; irreversible.
+
+    Also: no core dumps, not dumpable (so processes of the same uid cannot ptrace this one or open
+    its ``/proc`` entries), killed when the parent dies, and default SIGINT handling.
+    """
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    limits = {
+        resource.RLIMIT_AS: settings.address_space_mb << 20,
+        resource.RLIMIT_FSIZE: settings.file_size_mb << 20,
+        resource.RLIMIT_NPROC: settings.max_processes,
+        resource.RLIMIT_NOFILE: settings.max_open_files,
+        resource.RLIMIT_CORE: 0,
+    }
+    if cpu_seconds is not None:
+        limits[resource.RLIMIT_CPU] = max(1, int(cpu_seconds))
+    for which, value in limits.items():
+        _soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+    _prctl(_PR_SET_DUMPABLE, 0)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def close_fds_except(keep: Iterable[int]) -> None:
+    """Close every descriptor from 3 up, except those in ``keep``."""
+    keep_sorted = sorted({fd for fd in keep if fd > 2})
+    low = 3
+    for fd in keep_sorted:
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, max(low, os.sysconf("SC_OPEN_MAX") if sys.platform != "win32" else 256))
+
+
+def set_parent_death_signal() -> None:
+    """Be killed when the parent process dies (a worker must not outlive its executor)."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -1,0 +1,385 @@
+"""The sandbox executor: a pool of warm, confined workers with a per-task judge mode and time limit.
+
+Holds:
+    SandboxExecutor   the confined, pooled :class:`~.executor.Executor` (the environment's default)
+    WorkerDied        raised internally when a worker stops answering (the run comes back failed)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import queue
+import select
+import signal
+import site
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ExecutorError
+from ..tasks import TEST_CLASS, Task
+from .cache import ResultCache, result_key
+from .confine import Level, SandboxSettings
+from .executor import Executor, Limits
+from .judge import Mode, static_mode, suspicious_constructs
+from .local import MODULE_NAME, assemble, child_env, describe_exit
+from .profile import ProfileStore, TaskProfile, TimePolicy, profile_key
+from .result import ExecutionResult
+from .runtime import installed_preload, missing_modules, runtime_fingerprint
+
+__all__ = ["SandboxExecutor", "WorkerDied"]
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_WORKER_GRACE_S = 15.0  # the worker owns the run's clock; the parent waits this much longer before killing it
+
+
+class WorkerDied(Exception):
+    """A worker exited or stopped answering during a run."""
+
+
+_UID_LOCK_DIR = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+_UID_RANGE = 4096
+
+
+def _claim_uid(base: int) -> tuple[int, int]:
+    """Reserve a sandbox uid no other executor on this machine uses: returns (uid, lock fd held for our lifetime)."""
+    for uid in range(base, base + _UID_RANGE):
+        fd = os.open(os.path.join(_UID_LOCK_DIR, f"ccw-sandbox-uid-{uid}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return uid, fd
+        except OSError:
+            os.close(fd)
+    raise ExecutorError(f"no free sandbox uid in [{base}, {base + _UID_RANGE}); close other executors or change base_uid")
+
+
+class _Worker:
+    """One worker process (a slot): started on demand, replaced when it dies. Its uid is its own on this machine."""
+
+    def __init__(self, slot: int, settings: SandboxSettings, preload: tuple[str, ...], python: str) -> None:
+        self.slot, self.settings, self.preload, self.python = slot, settings, preload, python
+        self.proc: subprocess.Popen | None = None
+        self.confinement: dict[str, Any] = {}
+        self._buffer = b""
+        self._uid: tuple[int, int] | None = None
+
+    def start(self) -> dict[str, Any]:
+        readable = [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(self.python)), _PACKAGE_ROOT,
+                    *site.getsitepackages(), *[p for p in sys.path if p]]
+        if self._uid is None and os.geteuid() == 0:
+            self._uid = _claim_uid(self.settings.base_uid)
+        uid = self._uid[0] if self._uid else self.settings.base_uid
+        config = {"uid": uid, "settings": asdict(self.settings), "preload": list(self.preload), "readable": readable}
+        self.proc = subprocess.Popen(
+            [self.python, "-s", "-m", "convcodeworld_gym.sandbox.worker", json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**child_env("/tmp"), "PYTHONPATH": _PACKAGE_ROOT}, cwd="/", start_new_session=True,
+        )
+        reply = self._read(timeout=120.0)
+        if "ready" not in reply:
+            raise ExecutorError(f"sandbox worker {self.slot} did not start: {reply}")
+        self.confinement = reply["ready"]
+        return self.confinement
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerDied(f"the sandbox worker did not answer within {timeout:g} s")
+            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if not ready:
+                if self.proc.poll() is not None:
+                    raise WorkerDied(f"the sandbox worker {describe_exit(self.proc.returncode, 'stopped answering')}")
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                self.proc.wait()
+                raise WorkerDied(f"the sandbox worker {describe_exit(self.proc.returncode, 'stopped answering')}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line.decode("utf-8", "surrogatepass"))
+
+    def request(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode("utf-8", "surrogatepass"))
+            self.proc.stdin.flush()
+        except OSError as exc:
+            raise WorkerDied(f"the sandbox worker could not take the job ({exc})") from None
+        return self._read(timeout)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        self.proc = None
+        self._buffer = b""
+
+    def release(self) -> None:
+        """Stop the worker and give its uid back."""
+        self.stop()
+        if self._uid is not None:
+            os.close(self._uid[1])
+            self._uid = None
+
+
+class SandboxExecutor(Executor):
+    """Runs programs in warm, confined sandbox workers; the judge cannot be forged in split mode.
+
+    Each of ``workers`` slots is a long-lived worker process that confines itself (see
+    :class:`~.confine.Level`; the level achieved is in every result's ``details["confinement"]``)
+    and has imported the heavy libraries; each run is a child forked from it. A task is judged
+    in ``split`` mode (tests in a trusted judge process, the program in another) when its
+    canonical solution passes that way, else ``inprocess``; the choice and the calibrated time
+    limit are kept in ``profiles``. Identical (tests, program, runtime) runs are answered from
+    ``cache``.
+
+    Args:
+        limits: limits for tasks without a calibrated profile (and when ``calibrate`` is False).
+        workers: number of worker slots (default: the CPUs available).
+        settings: sandbox sizes and rlimits.
+        require: fail closed: raise :class:`~convcodeworld_gym.errors.ExecutorError` unless every worker
+            reaches this :class:`~.confine.Level` (``"namespaces"``, ``"uid"`` or ``"process"``).
+        judge: ``"auto"`` (per task, calibrated), ``"split"`` or ``"inprocess"`` for every task.
+        calibrate: measure each task's canonical solution once to set its mode and time limit.
+        time_policy: floor / factor / cap of calibrated time limits.
+        profiles: where profiles live (default: in memory).
+        cache: True (a fresh :class:`ResultCache`), a cache to share, or False to switch caching off.
+        preload: modules every worker imports up front (default: the installed ones of numpy, pandas, matplotlib).
+
+    >>> from convcodeworld_gym.tasks import load_tasks
+    >>> task = load_tasks("humaneval")["HumanEval/0"]
+    >>> with SandboxExecutor(workers=1, preload=()) as ex:
+    ...     ex.run(task, task.ground_truth).passed, ex.run(task, task.code_prompt + "    return True\\n").passed
+    (True, False)
+    """
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        workers: int | None = None,
+        settings: SandboxSettings | None = None,
+        require: Level | str | None = None,
+        judge: str = "auto",
+        calibrate: bool = True,
+        time_policy: TimePolicy | None = None,
+        profiles: ProfileStore | None = None,
+        cache: ResultCache | bool = True,
+        preload: tuple[str, ...] | None = None,
+        python: str | None = None,
+    ) -> None:
+        if judge not in ("auto", "split", "inprocess"):
+            raise ValueError(f"judge must be 'auto', 'split' or 'inprocess', got {judge!r}")
+        self.limits = limits or Limits()
+        self.settings = settings or SandboxSettings()
+        self.require = Level(require) if require is not None else None
+        self.judge = judge
+        self.calibrate = calibrate
+        self.time_policy = time_policy or TimePolicy(cap_s=max(TimePolicy().floor_s, self.limits.suite_timeout_s))
+        self.profiles = profiles if profiles is not None else ProfileStore()
+        self.cache: ResultCache | None = ResultCache() if cache is True else (cache or None)
+        self.preload = installed_preload() if preload is None else tuple(preload)
+        n = workers if workers is not None else self.default_concurrency()
+        if n <= 0:
+            raise ValueError(f"workers must be > 0, got {n}")
+        self._workers = [_Worker(i, self.settings, self.preload, python or sys.executable) for i in range(n)]
+        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        for worker in self._workers:
+            self._idle.put(worker)
+        self._closed = False
+        self._fingerprint: str | None = None
+        self._profile_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self.replaced_workers = 0
+
+    # ----------------------------------------------------------------- public
+
+    def default_concurrency(self) -> int:
+        return len(self._workers) if hasattr(self, "_workers") else super().default_concurrency()
+
+    @property
+    def confinement(self) -> dict[str, Any]:
+        """What the first worker achieved (starting it if needed)."""
+        worker = self._idle.get()
+        try:
+            self._ensure(worker)
+            return dict(worker.confinement)
+        finally:
+            self._idle.put(worker)
+
+    def fingerprint(self) -> str:
+        """Runtime fingerprint: interpreter, library versions, confinement level and sandbox settings."""
+        if self._fingerprint is None:
+            self._fingerprint = runtime_fingerprint(f"{self.confinement.get('level')}|{self.settings}")
+        return self._fingerprint
+
+    def profile(self, task: Task) -> TaskProfile:
+        """The task's judge mode and canonical time, measured once (the canonical solution is run)."""
+        key = profile_key(task, self.fingerprint())
+        found = self.profiles.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            lock = self._profile_locks.setdefault(key, threading.Lock())
+        with lock:
+            found = self.profiles.get(key)
+            if found is None:
+                found, canonical = self._measure(task)
+                self.profiles.put(key, found)
+                if canonical is not None:  # the canonical run answers its own next request
+                    self._remember(task, task.ground_truth, found.mode, self._limits_for(found), canonical)
+        return found
+
+    def run(self, task: Task, program: str) -> ExecutionResult:
+        if len(program) > self.limits.max_code_chars:
+            return ExecutionResult.not_executed(
+                task.test_names, f"Not run: the program has {len(program)} characters, over the limit of {self.limits.max_code_chars}."
+            )
+        if self.judge != "auto":
+            mode, limits, profile = Mode(self.judge), self.limits, None
+        elif self.calibrate:
+            profile = self.profile(task)
+            mode, limits = profile.mode, self._limits_for(profile)
+        else:
+            mode, limits, profile = static_mode(task.test) or Mode.SPLIT, self.limits, None
+        return self._run_mode(task, program, mode, limits, profile)
+
+    def close(self) -> None:
+        self._closed = True
+        for worker in self._workers:
+            worker.release()
+
+    # ----------------------------------------------------------------- internals
+
+    def _limits_for(self, profile: TaskProfile) -> Limits:
+        if not profile.canonical_passed:
+            return self.limits
+        return self.time_policy.limits_for(profile.canonical_s, self.limits)
+
+    def _measure(self, task: Task) -> tuple[TaskProfile, ExecutionResult | None]:
+        cap = self.time_policy.limits_for(None, self.limits)
+        first = static_mode(task.test) or Mode.SPLIT
+        tried = []
+        for mode in dict.fromkeys((first, Mode.INPROCESS)):
+            result = self._execute(task, task.ground_truth, mode, cap)
+            if result.passed:
+                profile = TaskProfile(mode, round(result.details.get("run_s") or result.wall_time_s, 4), True,
+                                      "" if mode is first else f"canonical failed in {first.value} mode")
+                return profile, replace(result, details={**result.details, "profile": profile.to_json()})
+            tried.append(f"{mode.value}: {_why(result)}")
+        return TaskProfile(Mode.INPROCESS, None, False, "canonical solution fails: " + "; ".join(tried)), None
+
+    def _cache_key(self, task: Task, program: str, mode: Mode, limits: Limits) -> str | None:
+        if self.cache is None:
+            return None
+        return result_key(task.test_digest, program, f"{self.fingerprint()}|{mode.value}|{limits}")
+
+    def _remember(self, task: Task, program: str, mode: Mode, limits: Limits, result: ExecutionResult) -> None:
+        key = self._cache_key(task, program, mode, limits)
+        if key is not None and result.executed and "worker_died" not in result.details:
+            self.cache.put(key, result)  # type: ignore[union-attr]
+
+    def _run_mode(self, task: Task, program: str, mode: Mode, limits: Limits, profile: TaskProfile | None) -> ExecutionResult:
+        key = self._cache_key(task, program, mode, limits)
+        if key is not None:
+            hit = self.cache.get(key)  # type: ignore[union-attr]
+            if hit is not None:
+                return replace(hit, details={**hit.details, "cache": "hit"})
+        result = self._execute(task, program, mode, limits)
+        details = dict(result.details)
+        if profile is not None:
+            details["profile"] = profile.to_json()
+        flagged: tuple[str, ...] = ()
+        if mode is Mode.INPROCESS:  # what the task's own solution needs is not held against a program
+            allowed = set(suspicious_constructs(task.ground_truth))
+            flagged = tuple(c for c in suspicious_constructs(program) if c not in allowed)
+        if flagged and result.passed:
+            details["flagged"] = list(flagged)
+            result = replace(result, crash=(
+                "JudgeRefused: this task is judged in-process, where a program can forge its own verdict, and this "
+                f"program uses {', '.join(flagged)}; it is not rewarded."))
+        result = replace(result, details=details)
+        self._remember(task, program, mode, limits, result)
+        return result
+
+    def _ensure(self, worker: _Worker) -> None:
+        if self._closed:
+            raise ExecutorError("the SandboxExecutor is closed; create a new one")
+        if worker.alive:
+            return
+        if worker.proc is not None:  # died between runs
+            worker.stop()
+            self.replaced_workers += 1
+        got = worker.start()
+        if self.require is not None and not Level(got["level"]).at_least(self.require):
+            worker.stop()
+            raise ExecutorError(
+                f"sandbox confinement {got['level']!r} is below the required {self.require.value!r} "
+                f"(missing: {'; '.join(got.get('missing', [])) or 'unknown'}); run as root on Linux with namespaces, "
+                "or lower require="
+            )
+
+    def _execute(self, task: Task, program: str, mode: Mode, limits: Limits) -> ExecutionResult:
+        started = time.monotonic()
+        lacking = missing_modules(task)
+        job = {
+            "program": program, "test": task.test, "prelude": task.header, "entry_point": task.entry_point,
+            "module": MODULE_NAME, "test_class": TEST_CLASS, "mode": mode.value,
+            "limits": {"suite_timeout_s": limits.suite_timeout_s, "test_timeout_s": limits.test_timeout_s,
+                       "max_code_chars": limits.max_code_chars},
+            "preload": sorted(m for m in task.third_party_modules if m not in lacking),
+        }
+        worker = self._idle.get()
+        try:
+            self._ensure(worker)
+            details: dict[str, Any] = {"backend": "sandbox", "confinement": dict(worker.confinement),
+                                       "uid": worker.confinement.get("uid"), "judge": mode.value, "worker": worker.slot}
+            try:
+                reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)
+            except WorkerDied as exc:
+                worker.stop()
+                self.replaced_workers += 1  # started afresh by the next run on this slot
+                details["worker_died"] = str(exc)
+                reply = {"events": [], "stop_reason": None,
+                         "exit_desc": f"was lost: {exc} (the worker was replaced)"}
+        finally:
+            self._idle.put(worker)
+        if "worker_error" in reply:
+            raise ExecutorError(f"sandbox worker {worker.slot} failed: {reply['worker_error']}")
+        result = assemble(task.test_names, reply["events"], reply["stop_reason"], reply["exit_desc"], limits)
+        if lacking:
+            details["missing_modules"] = list(lacking)
+        details["run_s"] = reply.get("run_s")
+        return ExecutionResult(tests=result.tests, executed=True, crash=result.crash, limits_hit=result.limits_hit,
+                               wall_time_s=time.monotonic() - started, details=details)
+
+
+def _why(result: ExecutionResult) -> str:
+    if result.limits_hit:
+        return f"limit hit ({', '.join(result.limits_hit)})"
+    texts = [result.crash or ""] + [t.traceback for t in result.tests if not t.outcome.ok]
+    last = next((line for text in texts for line in reversed(text.strip().splitlines()) if line.strip()), "")
+    return last[:200] or "failed"

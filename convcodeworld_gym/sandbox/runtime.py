@@ -1,0 +1,84 @@
+"""What the execution runtime holds: installed libraries, their PyPI names, and a fingerprint.
+
+Holds:
+    IMPORT_TO_PYPI       import name -> PyPI distribution for the BigCodeBench runtime (sklearn -> scikit-learn, ...)
+    pypi_name            the distribution to ``pip install`` for an import name
+    missing_modules      the third-party modules a task needs that this interpreter cannot import
+    installed_preload    the subset of some heavy modules that is installed (what workers import up front)
+    runtime_fingerprint  a digest of interpreter + library versions + confinement: part of every cache key
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import platform
+import sys
+from collections.abc import Iterable
+
+from ..tasks import Task
+
+__all__ = ["IMPORT_TO_PYPI", "pypi_name", "missing_modules", "installed_preload", "runtime_fingerprint", "HEAVY_MODULES"]
+
+#: Import names whose PyPI distribution is named differently (the BigCodeBench libraries).
+IMPORT_TO_PYPI: dict[str, str] = {
+    "Crypto": "pycryptodome",
+    "Levenshtein": "python-Levenshtein",
+    "PIL": "pillow",
+    "bs4": "beautifulsoup4",
+    "cv2": "opencv-python-headless",
+    "dateutil": "python-dateutil",
+    "docx": "python-docx",
+    "faker": "Faker",
+    "flask_login": "Flask-Login",
+    "flask_mail": "Flask-Mail",
+    "flask_restful": "Flask-RESTful",
+    "flask_wtf": "Flask-WTF",
+    "mpl_toolkits": "matplotlib",
+    "python_http_client": "python-http-client",
+    "skimage": "scikit-image",
+    "sklearn": "scikit-learn",
+    "yaml": "PyYAML",
+    "wtforms": "WTForms",
+    "requests_mock": "requests-mock",
+}
+
+#: Heavy libraries a warm worker imports before it forks, when installed (the import is paid once per worker).
+HEAVY_MODULES = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot")
+
+
+def pypi_name(module: str) -> str:
+    """The PyPI distribution that provides ``module``.
+
+    >>> pypi_name("sklearn"), pypi_name("numpy")
+    ('scikit-learn', 'numpy')
+    """
+    return IMPORT_TO_PYPI.get(module, module)
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_modules(task: Task) -> tuple[str, ...]:
+    """Third-party modules the task's solution or tests import that this interpreter lacks, sorted."""
+    return tuple(sorted(m for m in task.third_party_modules if not _importable(m)))
+
+
+def installed_preload(modules: Iterable[str] = HEAVY_MODULES) -> tuple[str, ...]:
+    """The modules of ``modules`` that are installed (their top-level package can be found)."""
+    return tuple(m for m in modules if _importable(m.split(".")[0]))
+
+
+def runtime_fingerprint(extra: str = "") -> str:
+    """A short digest of the interpreter, the platform, installed library versions and ``extra``.
+
+    Two runtimes with the same fingerprint give the same verdicts; it contains no secrets.
+    """
+    versions = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions() if d.metadata["Name"])
+    text = "\n".join([sys.version, platform.machine(), platform.system(), extra, *versions])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

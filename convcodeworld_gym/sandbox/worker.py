@@ -1,0 +1,329 @@
+"""A warm sandbox worker: a long-lived process that forks one confined child per execution.
+
+Started by :class:`~convcodeworld_gym.sandbox.pool.SandboxExecutor` as
+``python -s -m convcodeworld_gym.sandbox.worker CONFIG_JSON`` with a scrubbed environment. At start
+it confines itself as far as it can (see :mod:`.confine`), imports the heavy libraries it was told
+to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line on stdin), it:
+
+1. imports the job's own libraries into itself, so the next run of that task set is warm;
+2. hands the job to a *spare*: a child made before the job came. A helper forked from the worker
+   opened new PID and mount namespaces (fresh tmpfs ``/tmp``) and forked the child, pid 1 there,
+   which became the slot's non-root uid with rlimits in a fresh work dir, closed every inherited
+   descriptor and waits for its job. In ``split`` mode it is the judge and forks the program's
+   process; in ``inprocess`` mode it runs program and tests itself;
+3. reads the child's events under the time and output limits and answers one JSON line;
+4. then, off the critical path, kills the run's whole PID namespace, reaps it, and makes the
+   next spare (again after any new import, so spares start warm).
+
+The worker is trusted: it never runs the program's code in its own process.
+
+Holds:
+    main        the worker's loop
+    run_child   what the confined child does (judge or in-process)
+    establish   confine the worker itself as far as the machine allows
+    judge_source  the judge's test module, aligned line for line with the in-process one
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pickle
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import confine
+from ._runner import emit, run_suite
+from .confine import Confinement, Level, SandboxSettings
+from .executor import Limits
+from .judge import Channel, Mode, ProgramGone, ProgramProxy, safe_loads, serve_program
+from .local import child_env, collect_events, describe_exit
+
+__all__ = ["main", "run_child", "establish", "judge_source"]
+
+
+def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> Confinement:
+    """Confine this worker as far as the machine allows; returns what was achieved."""
+    missing: list[str] = []
+    features: list[str] = ["process_group", "scrubbed_env", "closed_fds", "private_workdir", "output_cap"]
+    if os.geteuid() != 0:
+        uid = os.getuid()
+        missing.append("uid: the executor does not run as root, so it cannot switch to a sandbox uid")
+        return Confinement(Level.PROCESS, uid, tuple(features), tuple(missing))
+    level = Level.UID
+    features += ["non_root_uid", "rlimits", "not_dumpable"]
+    try:
+        features += confine.enter_worker_namespaces(settings, readable)
+        _probe_pid_namespace()
+        level = Level.NAMESPACES
+        features.append("pidns")
+    except OSError as exc:
+        missing.append(f"namespaces: {exc}")
+    missing += ["seccomp: not implemented", "landlock: not implemented"]
+    return Confinement(level, uid, tuple(features), tuple(missing))
+
+
+def _probe_pid_namespace() -> None:
+    """Raise OSError unless a forked child can open the per-run namespaces (each run's helper does exactly that)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            confine.enter_run_namespaces(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100))
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+        raise OSError("unshare(CLONE_NEWPID) failed")
+
+
+def _import_quietly(names: list[str]) -> None:
+    for name in names:
+        if name in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - a library that fails to import is reported by the run itself
+            pass
+
+
+def run_child(job_fd: int, confinement: Confinement, settings: SandboxSettings, workdir: str, result_fd: int) -> None:
+    """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``.
+
+    The child is made (and confined) before its job exists, so a run's critical path holds no
+    namespace setup and at most one fork. Never returns.
+    """
+    try:
+        os.setsid()
+    except OSError:
+        pass  # already a group leader (pid 1 of a new namespace)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    confine.close_fds_except([result_fd, job_fd])
+    if confinement.level.at_least(Level.UID):
+        confine.drop_to(confinement.uid, settings)
+    os.chdir(workdir)
+    os.environ.clear()
+    os.environ.update(child_env(workdir))
+    sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    # The program's process is forked now too, before the job: it waits for the program.
+    to_prog_r, to_prog_w = os.pipe()
+    to_judge_r, to_judge_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the program's process
+        for fd in (result_fd, job_fd, to_prog_w, to_judge_r):
+            os.close(fd)
+        channel = Channel(to_prog_r, to_judge_w)
+        try:
+            program, module, entry = pickle.loads(channel.recv())
+        except ProgramGone:
+            os._exit(0)
+        sys.path.insert(0, workdir)
+        serve_program(channel, program, module, entry)
+        os._exit(0)
+    os.close(to_prog_r)
+    os.close(to_judge_w)
+    with os.fdopen(job_fd, "rb") as fh:
+        data = fh.read()
+    if not data:
+        os._exit(0)  # a spare that was discarded
+    job = json.loads(data.decode("utf-8", "surrogatepass"))
+    cpu = int(job["limits"]["suite_timeout_s"] + 5)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    module, test_class, entry = job["module"], job["test_class"], job["entry_point"]
+    if job["mode"] == Mode.SPLIT.value:
+        channel = Channel(to_judge_r, to_prog_w)
+        channel.send(pickle.dumps((job["program"], module, entry)))
+        try:
+            first = safe_loads(channel.recv())
+        except Exception as exc:  # noqa: BLE001
+            first = ("crash", f"The program process ended before it was ready ({exc}).")
+        if first[0] == "crash":
+            emit(result_fd, {"e": "crash", "tb": str(first[1])})
+            os._exit(0)
+        run_suite(result_fd, judge_source(job["program"], job["prelude"], job["test"]), module, test_class,
+                  {entry: ProgramProxy(channel, entry, pid)})
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        for fd in (to_judge_r, to_prog_w):
+            os.close(fd)
+        sys.path.insert(0, workdir)
+        run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class)
+    os._exit(0)
+
+
+def judge_source(program: str, prelude: str, test: str) -> str:
+    r"""The judge's module: the task's imports, then the tests at the same line numbers as in ``program + "\n" + test``.
+
+    >>> judge_source("import os\ndef f():\n    return 1\n", "import os\n", "T").splitlines()
+    ['import os', '', '', '', 'T']
+    """
+    prelude = prelude if prelude.endswith("\n") or not prelude else prelude + "\n"
+    offset = (program + "\n").count("\n")
+    return prelude + "\n" * max(1, offset - prelude.count("\n")) + test
+
+
+def _prepare_workdir(workdir: str, confinement: Confinement) -> None:
+    if confinement.level.at_least(Level.UID):
+        os.chown(workdir, confinement.uid, confinement.uid)
+    os.chmod(workdir, 0o700)
+
+
+@dataclass
+class _Spare:
+    """A confined child made ahead of its job: it waits on ``job_w`` and streams events to ``result_r``."""
+
+    helper: int
+    child: int
+    job_w: int
+    result_r: int
+    workdir: str
+    namespaced: bool
+    imported: frozenset[str]
+
+
+def _make_spare(confinement: Confinement, settings: SandboxSettings, counter: int, imported: frozenset[str]) -> _Spare:
+    namespaced = confinement.level is Level.NAMESPACES
+    # Namespaced: the dir is made by the helper inside the run's own fresh /tmp, which vanishes with the run.
+    workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced else tempfile.mkdtemp(prefix="ccw_")
+    read_fd, write_fd = os.pipe()
+    job_r, job_w = os.pipe()
+    pid_r, pid_w = os.pipe()
+    helper = os.fork()
+    if helper == 0:
+        try:
+            for fd in (read_fd, pid_r, job_w):
+                os.close(fd)
+            if namespaced:
+                confine.enter_run_namespaces(settings)
+                os.makedirs(workdir)
+            _prepare_workdir(workdir, confinement)
+            child = os.fork()
+            if child == 0:
+                os.close(pid_w)
+                run_child(job_r, confinement, settings, workdir, write_fd)
+            os.close(write_fd)
+            os.close(job_r)
+            os.write(pid_w, str(child).encode())
+            os.close(pid_w)
+            confine.set_parent_death_signal()
+            _, status = os.waitpid(child, 0)
+            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+        except BaseException:  # noqa: BLE001
+            os._exit(125)
+    for fd in (write_fd, pid_w, job_r):
+        os.close(fd)
+    child_pid = int(os.read(pid_r, 32) or b"0")
+    os.close(pid_r)
+    return _Spare(helper, child_pid, job_w, read_fd, workdir, namespaced, imported)
+
+
+def _finish(spare: _Spare, status: list[int]) -> None:
+    """Kill what is left of a run (its whole PID namespace dies with its pid 1), reap it, remove its dir."""
+    if spare.child > 0:
+        for kill in (lambda p: os.killpg(p, signal.SIGKILL), lambda p: os.kill(p, signal.SIGKILL)):
+            try:
+                kill(spare.child)
+            except OSError:
+                pass
+    for fd in (spare.job_w, spare.result_r):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if not status:
+        status.append(os.waitpid(spare.helper, 0)[1])
+    if not spare.namespaced:
+        shutil.rmtree(spare.workdir, ignore_errors=True)
+
+
+def _run_on(spare: _Spare, job: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+    """Hand ``job`` to the spare's child and collect its events under the job's limits."""
+    limits = Limits(**job["limits"])
+    started = time.monotonic()
+    data = json.dumps(job).encode("utf-8", "surrogatepass")
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(spare.job_w, view[: 1 << 16]):]
+    except OSError:
+        pass  # the child is gone: its exit status tells
+    os.close(spare.job_w)
+    spare.job_w = -1
+    status: list[int] = []
+
+    def exited() -> bool:
+        if not status:
+            pid, st = os.waitpid(spare.helper, os.WNOHANG)
+            if pid:
+                status.append(st)
+        return bool(status)
+
+    events, stop_reason = collect_events(spare.result_r, limits, exited)
+    if spare.child > 0 and not status:
+        try:
+            os.kill(spare.child, signal.SIGKILL)
+        except OSError:
+            pass
+    if not status:
+        status.append(os.waitpid(spare.helper, 0)[1])
+    code = os.waitstatus_to_exitcode(status[0])  # the helper exits 128 + N when the child died of signal N
+    exit_desc = describe_exit(-(code - 128) if code > 128 else code)
+    reply = {"events": events, "stop_reason": stop_reason, "exit_desc": exit_desc, "run_s": time.monotonic() - started}
+    return reply, status
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    settings = SandboxSettings(**config["settings"])
+    confine.set_parent_death_signal()
+    # The protocol uses private copies of stdin/stdout; fds 0-2 become /dev/null so no stray print corrupts it.
+    inp = os.fdopen(os.dup(0), "rb")
+    out = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    os.environ.update(child_env(confine.SANDBOX_ROOT))
+    os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
+    confinement = establish(settings, config["uid"], config["readable"])
+    _import_quietly(config.get("preload", []))
+    out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
+    out.flush()
+    counter = 0
+    attempted: set[str] = set(config.get("preload", []))
+    spare: _Spare | None = None
+    for line in inp:
+        counter += 1
+        try:
+            job = json.loads(line)
+            wanted = set(job.get("preload", []))
+            if not wanted <= attempted:  # import first, then fork: the child starts warm
+                _import_quietly(sorted(wanted - attempted))
+                attempted |= wanted
+                if spare is not None:
+                    _finish(spare, [])
+                    spare = None
+            if spare is None:
+                spare = _make_spare(confinement, settings, counter, frozenset(attempted))
+            used, spare = spare, None
+            reply, status = _run_on(used, job)
+        except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive
+            reply, used, status = {"worker_error": f"{type(exc).__name__}: {exc}"}, None, []
+        out.write((json.dumps(reply) + "\n").encode("utf-8", "surrogatepass"))
+        out.flush()
+        # Off the critical path: clean up this run and make the next run's confined child.
+        if used is not None:
+            _finish(used, status)
+        counter += 1
+        spare = _make_spare(confinement, settings, counter, frozenset(attempted))
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""Hostile programs against the sandbox: each must get reward 0, a truthful failure text, leave the
+host untouched, and leave the executor working.
+
+Most attacks are written so that a *weak* sandbox fails the test instead of the machine: the
+program returns the right answer only when its attack succeeded, so a sandbox that lets the attack
+through gives reward 1 and the assertion fails. Every bomb is bounded (a few hundred forks, a few
+GB); ``kill(-1)`` runs only after a probe proved the program sits in its own PID namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from convcodeworld_gym import ConvCodeWorldEnv
+from convcodeworld_gym.sandbox import Level, SandboxExecutor, SandboxSettings, TimePolicy
+from convcodeworld_gym.tasks import Task
+
+SQUARE_TESTS = """import unittest
+class TestCases(unittest.TestCase):
+    def test_two(self):
+        self.assertEqual(task_func(2), 4)
+    def test_three(self):
+        self.assertEqual(task_func(3), 9)
+"""
+# A task whose tests use mock: judged in-process (a mock cannot reach another process).
+MOCK_TESTS = """import unittest
+from unittest.mock import patch
+class TestCases(unittest.TestCase):
+    @patch("os.getcwd", return_value="/x")
+    def test_two(self, _m):
+        self.assertEqual(task_func(2), 4)
+    def test_three(self):
+        self.assertEqual(task_func(3), 9)
+"""
+SQUARE = Task("hostile/square", "Square x.", "import os\ndef task_func(x):\n", "task_func", "    return x * x\n", SQUARE_TESTS)
+MOCKED = Task("hostile/mocked", "Square x.", "import os\ndef task_func(x):\n", "task_func", "    return x * x\n", MOCK_TESTS)
+SETTINGS = SandboxSettings(tmpfs_mb=64, tmpfs_inodes=2000, address_space_mb=1024, file_size_mb=32, max_processes=64)
+
+
+def succeed_if(attack: str) -> str:
+    """A program whose answer is right only if ``attack`` (a statement block setting ``ok``) succeeded."""
+    body = "\n".join("    " + line for line in attack.strip("\n").splitlines())
+    return f"""import os, sys
+def _attack():
+{body}
+    return ok
+def task_func(x):
+    try:
+        ok = _attack()
+    except BaseException as exc:
+        raise RuntimeError(f"attack blocked: {{type(exc).__name__}}: {{exc}}")
+    if not ok:
+        raise RuntimeError("attack blocked")
+    return x * x
+"""
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with SandboxExecutor(workers=2, settings=SETTINGS, preload=(), time_policy=TimePolicy(floor_s=3.0, cap_s=10.0)) as ex:
+        yield ex
+
+
+def texts(result) -> str:
+    return "\n".join([result.crash or ""] + [t.traceback for t in result.tests])
+
+
+def assert_rejected(ex: SandboxExecutor, program: str, *expected: str, task: Task = SQUARE):
+    result = ex.run(task, program)
+    assert not result.passed, f"the attack earned a pass: {result}"
+    text = texts(result)
+    assert any(e in text for e in expected), f"failure text does not say why ({expected}): {text[-2000:]}"
+    assert ex.run(task, task.ground_truth).passed, "the executor stopped working after the attack"
+    return result
+
+
+def sandbox_uid_processes(ex: SandboxExecutor) -> list[str]:
+    """Processes running under this executor's sandbox uids. Each worker keeps one spare run ready
+    (its judge and its program process, waiting for a job): that is 2 per worker, never more."""
+    uids = {str(w.confinement.get("uid")) for w in ex._workers if w.confinement}  # noqa: SLF001
+    out = subprocess.run(["ps", "-eo", "uid=,stat=,pid=,args="], capture_output=True, text=True).stdout.splitlines()
+    # zombies hold no resources; this machine's init may be slow to reap orphans
+    return [line for line in out if line.split() and line.split()[0] in uids - {"0"} and not line.split()[1].startswith("Z")]
+
+
+def test_confinement_level_is_reported_and_full_as_root(sandbox):
+    result = sandbox.run(SQUARE, SQUARE.ground_truth)
+    conf = result.details["confinement"]
+    assert result.passed and conf["level"] in {lvl.value for lvl in Level}
+    if os.geteuid() == 0:
+        assert conf["level"] == "namespaces", conf
+        assert conf["uid"] != 0 and {"netns", "pidns", "readonly_root", "non_root_uid"} <= set(conf["features"])
+    assert result.details["judge"] == "split"
+
+
+def test_require_fails_closed_when_level_unreachable():
+    from convcodeworld_gym.errors import ExecutorError
+
+    with SandboxExecutor(workers=1, preload=(), require="namespaces") as ex:
+        if os.geteuid() == 0:
+            assert ex.run(SQUARE, SQUARE.ground_truth).passed
+        else:
+            with pytest.raises(ExecutorError, match="below the required 'namespaces'"):
+                ex.run(SQUARE, SQUARE.ground_truth)
+
+
+def test_infinite_loop_times_out(sandbox):
+    result = assert_rejected(sandbox, "def task_func(x):\n    while True:\n        pass\n", "TimeoutError")
+    assert result.timed_out
+
+
+def test_memory_bomb_is_bounded(sandbox):
+    # 3 GB in 256 MB steps; RLIMIT_AS of this sandbox is 1 GB.
+    assert_rejected(sandbox, succeed_if("keep = [bytearray(256 << 20) for _ in range(12)]\nok = True"), "MemoryError")
+
+
+def test_fork_bomb_is_bounded_and_leaves_no_process(sandbox):
+    bomb = """
+import time
+pids = []
+for _ in range(300):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(20)
+        os._exit(0)
+    pids.append(pid)
+ok = True
+"""
+    assert_rejected(sandbox, succeed_if(bomb), "Resource temporarily unavailable", "BlockingIOError")
+    time.sleep(0.5)
+    assert len(sandbox_uid_processes(sandbox)) <= 2 * len(sandbox._workers), sandbox_uid_processes(sandbox)  # noqa: SLF001
+
+
+def test_kill_parent_and_kill_all_in_pid_namespace(sandbox):
+    probe = succeed_if("ok = any(l.startswith('NSpid:') and len(l.split()) > 2 for l in open('/proc/self/status'))")
+    if not sandbox.run(SQUARE, probe).passed:
+        pytest.skip("LOUD SKIP: the program does not run in its own PID namespace; kill(-1) would hit the host")
+    killer = "import os, signal\ndef task_func(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    os.kill(-1, signal.SIGKILL)\n    return -1\n"
+    assert_rejected(sandbox, killer, "AssertionError", "killed by signal SIGKILL", "No such process")
+    assert_rejected(sandbox, killer, "AssertionError", "killed by signal SIGKILL", "No such process", task=MOCKED)
+    assert os.getpid() > 0 and sandbox.run(SQUARE, SQUARE.ground_truth).passed
+
+
+def test_writes_and_deletes_outside_the_work_dir_fail(sandbox, tmp_path_factory):
+    victim_dir = f"/var/tmp/ccw_victim_{uuid.uuid4().hex}"
+    os.makedirs(victim_dir)
+    try:
+        with open(f"{victim_dir}/keep.txt", "w") as fh:
+            fh.write("x")
+        marker = f"/etc/ccw_pwned_{uuid.uuid4().hex}"
+        attack = f"""
+import shutil
+shutil.rmtree({victim_dir!r})
+with open({marker!r}, 'w') as fh:
+    fh.write('pwned')
+ok = True
+"""
+        assert_rejected(sandbox, succeed_if(attack), "Read-only file system", "Permission denied")
+        assert os.path.exists(f"{victim_dir}/keep.txt") and not os.path.exists(marker)
+    finally:
+        subprocess.run(["rm", "-rf", victim_dir], check=False)
+
+
+def test_secrets_unreachable_from_env_and_proc(sandbox, monkeypatch):
+    secret = f"sk-ccw-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    holder = subprocess.Popen(["sleep", "30"], env={"OPENAI_API_KEY": secret})
+    try:
+        attack = f"""
+found = os.environ.get('OPENAI_API_KEY') == {secret!r}
+for pid in os.listdir('/proc'):
+    try:
+        found = found or {secret!r}.encode() in open(f'/proc/{{pid}}/environ', 'rb').read()
+    except OSError:
+        pass
+ok = found
+"""
+        assert_rejected(sandbox, succeed_if(attack), "attack blocked")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_socket_to_localhost_fails(sandbox):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        attack = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\nok = True"
+        assert_rejected(sandbox, succeed_if(attack), "Network is unreachable", "Connection refused", "timed out")
+    finally:
+        server.close()
+
+
+def test_many_files_and_big_files_hit_the_disk_limits(sandbox):
+    many = "for i in range(5000):\n    open(f'f{i}', 'w').close()\nok = True"
+    assert_rejected(sandbox, succeed_if(many), "No space left on device")
+    big = "with open('big', 'wb') as fh:\n    for _ in range(300):\n        fh.write(b'x' * (1 << 20))\nok = True"
+    assert_rejected(sandbox, succeed_if(big), "File too large", "No space left on device", "SIGXFSZ")
+
+
+def test_huge_stdout_and_huge_failure_text_are_capped(sandbox):
+    assert_rejected(sandbox, "def task_func(x):\n    print('x' * (64 << 20))\n    return -1\n", "AssertionError")
+    result = assert_rejected(sandbox, "def task_func(x):\n    raise ValueError('y' * (40 << 20))\n", "OutputLimitExceeded", "characters cut")
+    assert len(texts(result)) < 200_000
+
+
+def test_deep_recursion_fails_truthfully(sandbox):
+    program = "import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1) + 1\ndef task_func(x):\n    return f(0)\n"
+    # Python 3.11 keeps pure-Python frames on the heap: this ends in MemoryError, a crash, or the time limit.
+    assert_rejected(sandbox, program, "SIGSEGV", "RecursionError", "MemoryError", "TimeoutError")
+
+
+@pytest.mark.parametrize("exit_code", ["sys.exit(0)", "os._exit(0)"])
+@pytest.mark.parametrize("where", ["module", "call"])
+def test_exit_calls_do_not_pass(sandbox, exit_code, where):
+    if where == "module":
+        program = f"import os, sys\n{exit_code}\ndef task_func(x):\n    return x * x\n"
+    else:
+        program = f"import os, sys\ndef task_func(x):\n    {exit_code}\n"
+    assert_rejected(sandbox, program, "SystemExit", "exited with code 0", "before reporting", "closed the channel")
+
+
+PATCH_UNITTEST = """import unittest
+unittest.TestCase.assertEqual = lambda *a, **k: None
+unittest.TestCase.run = lambda self, result=None: (result.startTest(self), result.addSuccess(self), result.stopTest(self))
+def task_func(x):
+    return -1
+"""
+FRAME_WALK = """import sys
+def task_func(x):
+    frame = sys._getframe(1)
+    while frame is not None:
+        me = frame.f_locals.get('self')
+        if me is not None and hasattr(me, 'assertEqual'):
+            type(me).assertEqual = lambda *a, **k: None
+            me.assertEqual = lambda *a, **k: None
+        frame = frame.f_back
+    return -1
+"""
+FORGE_CHANNEL = """import os, json
+def task_func(x):
+    lines = ''.join(json.dumps(e) + '\\n' for e in (
+        [{'e': 'end', 'name': n, 'outcome': 'passed', 'tb': ''} for n in ('test_two', 'test_three')] + [{'e': 'done'}]))
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            os.write(int(fd), lines.encode())
+        except OSError:
+            pass
+    os._exit(0)
+"""
+ALWAYS_EQUAL = """class Anything:
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+def task_func(x):
+    return Anything()
+"""
+
+
+@pytest.mark.parametrize("program", [PATCH_UNITTEST, FRAME_WALK, FORGE_CHANNEL, ALWAYS_EQUAL],
+                         ids=["patch_unittest", "frame_walk", "forge_channel", "always_equal"])
+def test_forging_a_pass_fails_in_split_mode(sandbox, program):
+    result = assert_rejected(sandbox, program, "AssertionError", "UnpicklingError", "only plain data", "closed the channel",
+                             "ProgramGone", "exited")
+    assert result.details["judge"] == "split"
+
+
+@pytest.mark.parametrize("program", [PATCH_UNITTEST, FRAME_WALK, FORGE_CHANNEL],
+                         ids=["patch_unittest", "frame_walk", "forge_channel"])
+def test_forging_in_process_mode_is_refused(sandbox, program):
+    result = assert_rejected(sandbox, program, "JudgeRefused", "AssertionError", task=MOCKED)
+    assert result.details["judge"] == "inprocess"
+
+
+def test_worker_killed_mid_run_fails_cleanly_and_next_run_works():
+    with SandboxExecutor(workers=1, preload=(), settings=SETTINGS, calibrate=False, cache=False) as ex:
+        assert ex.run(SQUARE, SQUARE.ground_truth).passed
+        worker_pid = ex._workers[0].proc.pid  # noqa: SLF001 - the test kills the real worker process
+        out: list = []
+        runner = threading.Thread(target=lambda: out.append(ex.run(SQUARE, "import time\ndef task_func(x):\n    time.sleep(60)\n")))
+        runner.start()
+        time.sleep(1.5)
+        os.kill(worker_pid, signal.SIGKILL)
+        runner.join(timeout=30)
+        assert not runner.is_alive(), "the run hung after its worker was killed"
+        result = out[0]
+        assert not result.passed and "killed by signal SIGKILL" in texts(result)
+        assert ex.run(SQUARE, SQUARE.ground_truth).passed and ex.replaced_workers == 1
+        time.sleep(0.5)
+        assert len(sandbox_uid_processes(ex)) <= 2, sandbox_uid_processes(ex)
+
+
+def test_env_survives_hostile_turns(sandbox):
+    env = ConvCodeWorldEnv("CF-EF_full", dataset=[SQUARE], executor=sandbox)
+    env.reset(options={"task_id": SQUARE.task_id})
+    for program in (FORGE_CHANNEL, "import os\nos.kill(os.getppid(), 9)\ndef task_func(x):\n    return 0\n"):
+        _, reward, terminated, _, info = env.step(program)
+        assert (reward, terminated) == (0.0, False) and info["tests"]
+    _, reward, terminated, _, _ = env.step(SQUARE.ground_truth)
+    assert (reward, terminated) == (1.0, True)
