@@ -25,6 +25,7 @@ from .evaluate import EvalConfig, default_dataset, run_evaluation
 from .policies import POLICY_KINDS, make_policy
 from .registration import LIVE_IDS, env_id
 from .report import write_report
+from .sandbox import Limits, LocalExecutor
 from .tasks import BIGCODEBENCH_ENV, Task
 
 __all__ = ["main", "build_parser"]
@@ -126,6 +127,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--concurrency", type=int, default=2, help="episodes at once (threads; one shared executor)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--out", help="run directory (default: runs/<policy>-<tasks>); rerun with the same settings to resume")
+    run.add_argument("--suite-timeout", type=float, default=121.0, help="seconds for a whole test suite (default 121, as the reference)")
+    run.add_argument("--test-timeout", type=float, help="seconds per test method (default: none)")
     run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="extra env kwarg (VALUE parsed as JSON, else a string); repeatable")
     run.add_argument("--no-report", action="store_true", help="do not print and write the report at the end")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -188,13 +191,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     tasks_label = f"{dataset}{'-stdlib' if stdlib_only else ''}{f'-limit{args.limit}' if args.limit is not None else ''}"
     out = Path(args.out or Path("runs") / _slug(f"{policy.name}-{Path(tasks_label).name}"))
     print(f"run directory: {out}" + ("   [SYNTHETIC coder: numbers are no claim about any model]" if policy.synthetic else ""))
+    executor = LocalExecutor(Limits(suite_timeout_s=args.suite_timeout, test_timeout_s=args.test_timeout))
     try:
-        summary = run_evaluation(config, policy, out, progress=None if args.no_progress else run_evaluation.__kwdefaults__["progress"])
+        summary = run_evaluation(
+            config, policy, out, executor=executor, progress=None if args.no_progress else run_evaluation.__kwdefaults__["progress"]
+        )
     except KeyboardInterrupt:
         print(f"\ninterrupted: every finished episode is saved in {out}; rerun the same command to resume", file=sys.stderr)
         return 130
     finally:
         policy.close()
+        executor.close()
     for name in summary.played:
         print(f"{name}: {summary.played[name]} episodes played, {summary.resumed[name]} already done")
     for name, why in summary.skipped.items():

@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from .errors import ConvCodeWorldError, FeedbackUnavailable
 from .policies import Policy
 from .records import TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_record
 from .registration import LIVE_IDS
-from .sandbox import Executor, LocalExecutor
+from .sandbox import Executor, Limits, LocalExecutor
 from .tasks import BIGCODEBENCH_ENV, Task, TaskSet, load_tasks
 
 __all__ = [
@@ -210,9 +210,10 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy) -> dict[str, Any]:
+def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: Executor | None = None) -> dict[str, Any]:
     """The metadata of a run. ``"config"`` is what a resumed run must match; secrets are redacted."""
     sources = sorted({t.source for t in tasks})
+    limits = getattr(executor, "limits", None) if executor is not None else Limits()
     return {
         "config": {
             "ids": list(config.ids),
@@ -228,6 +229,7 @@ def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy) -> dict[str
             "policy": _redact(policy.settings()),
             "env_kwargs": _redact(dict(config.env_kwargs)),
             "verbal_env_kwargs": _redact(dict(config.verbal_env_kwargs)),
+            "executor_limits": _redact(asdict(limits)) if is_dataclass(limits) else None,
         },
         "synthetic": bool(policy.synthetic),
         "python": sys.version.split()[0],
@@ -292,7 +294,7 @@ def run_evaluation(
     tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only, limit=config.limit)
     if len(tasks) == 0:
         raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
-    _prepare_dir(run_dir, run_metadata(config, tasks, policy))
+    _prepare_dir(run_dir, run_metadata(config, tasks, policy, executor))
     summary = RunSummary(run_dir)
     passed_before: dict[str, int] = {}
     if (run_dir / TURNS_FILE).exists():

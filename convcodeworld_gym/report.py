@@ -178,13 +178,15 @@ def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
     markers = {"none": "o", "novice": "s", "expert": "^"}
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
     turns = list(range(report.max_turns + 1))
-    for name, scores in report.scores.items():
+    count = len(report.scores)
+    for i, (name, scores) in enumerate(report.scores.items()):
         try:
             cfg = FeedbackConfig.parse(name)
             style = {"color": colours[cfg.execution], "linestyle": styles[cfg.verbal], "marker": markers[cfg.verbal]}
         except ValueError:
             style = {"marker": "x"}
-        ax.plot(turns, [100 * p for p in scores.pass_at_turn], label=_label(name), linewidth=2, markersize=5, **style)
+        ax.plot(turns, [100 * p for p in scores.pass_at_turn], label=_label(name), linewidth=1.5 + 0.45 * (count - 1 - i), markersize=5, **style)
+        # earlier lines are drawn wider, so a line hidden under a later one still shows at its edges
     ax.set_xlabel("Turn (0 = first program, then one rewrite per feedback turn)")
     ax.set_ylabel("Pass@1 (%), solved at or before the turn")
     ax.set_xticks(turns)

@@ -5,7 +5,8 @@ metrics and RL loops can be exercised anywhere, with no model, deterministically
 
 An episode starts from the task's ground truth with 0..``max_bugs`` bugs injected by AST
 mutations (a flipped comparison, an off-by-one, a wrong constant, a dropped statement, a
-wrong library call) or a syntax slip (a missing ``:``). At each feedback turn it repairs
+wrong library call) or a syntax slip (a missing ``:``); programs holding a ``while`` loop get
+only syntax slips, since any other bug there tends to hang the tests until the suite times out. At each feedback turn it repairs
 one bug with probability ``strength * PRECISION[level]``, where ``level`` is how precisely
 this turn's feedback locates a bug: ``none`` < ``compile`` (a compile error, which locates
 the syntax slip) < ``novice`` (a novice's words) < ``test`` (a failing test shown) <
@@ -83,11 +84,26 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return ids
 
 
+def _looping(tree: ast.Module) -> set[int]:
+    """Every node, when the program holds a ``while`` loop anywhere (a bug in any function it
+    calls can keep it from ending), else none."""
+    if any(isinstance(n, ast.While) for n in ast.walk(tree)):
+        return {id(n) for n in ast.walk(tree)}
+    return set()
+
+
 def _sites(tree: ast.Module) -> dict[str, list[Any]]:
-    """Mutable sites per AST kind; for ``drop_statement`` a (body list, position) pair."""
+    """Mutable sites per AST kind; for ``drop_statement`` a (body list, position) pair.
+
+    Programs with a ``while`` loop are left alone: a bug there tends to loop forever,
+    which costs a whole suite timeout per turn and says nothing more.
+    """
     docs = _docstrings(tree)
+    skip = _looping(tree)
     sites: dict[str, list[Any]] = {k: [] for k in KINDS if k != "syntax_slip"}
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Compare) and type(node.ops[0]) in _FLIP:
             sites["flip_comparison"].append(node)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" and node.args:
@@ -114,7 +130,11 @@ def _sites(tree: ast.Module) -> dict[str, list[Any]]:
 
 
 def _slip_lines(text: str) -> list[int]:
-    return [i for i, line in enumerate(text.split("\n")) if line.rstrip().endswith(":") and line.strip().startswith(_BLOCK_KEYWORDS)]
+    return [
+        i
+        for i, line in enumerate(text.split("\n"))
+        if line.rstrip().endswith(":") and line.strip().startswith(_BLOCK_KEYWORDS) and not line.strip().startswith("while ")
+    ]
 
 
 def _mutate(kind: str, site: Any) -> None:
