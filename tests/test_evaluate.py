@@ -173,7 +173,12 @@ def test_readme_main_job_on_a_small_limit(tmp_path):
     """The README's first command (console script, default ids, policy and output directory), on 3 tasks."""
     script = Path(sys.executable).with_name("convcodeworld")
     assert script.exists(), "install the package (pip install -e .) to get the console script"
-    done = subprocess.run([str(script), "evaluate", "--limit", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    line = next(l for l in readme.splitlines() if "bin/convcodeworld evaluate" in l)  # the quick start's first command
+    args = line.split("bin/convcodeworld ", 1)[1].split()
+    args[args.index("--limit") + 1] = "3"
+    command = [str(script), *args]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "Table 1. Pass@1 (%)" in out and "Table 2. MRR and Recall (%)" in out and "SYNTHETIC" in out
