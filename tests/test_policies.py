@@ -119,12 +119,12 @@ def test_each_mutation_kind_changes_the_program(humaneval):
     assert "range(n + 1)" in apply_mutations("def f(n):\n    return list(range(n))\n", [Mutation("off_by_one", 0)])
 
 
-def test_more_precise_feedback_never_repairs_later(humaneval):
+def test_more_precise_feedback_never_repairs_later(humaneval, executor):
     """Same seed: bugs and draws are shared, so full EF passes no later than CF alone, task by task."""
     coder = SyntheticCoder(0.6)
     firsts = {}
     for combo in ("CF", "CF-EF_full"):
-        env = gym.make(f"ConvCodeWorld-{combo}-v0", dataset=humaneval.subset(limit=10), max_turns=5)
+        env = gym.make(f"ConvCodeWorld-{combo}-v0", dataset=humaneval.subset(limit=10), max_turns=5, executor=executor)
         for task in env.unwrapped.tasks:
             rows = play_episode(env, coder, task.task_id, feedback=combo, seed=7)
             firsts[combo, task.task_id] = next((r.turn for r in rows if r.passed), 99)
