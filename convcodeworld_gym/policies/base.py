@@ -1,0 +1,82 @@
+"""The policy interface: what the evaluation runner asks of anything that writes code.
+
+A :class:`Policy` is shared by every task and thread of a run and holds only settings. For
+each episode it starts a :class:`PolicyEpisode`, which holds that episode's state (the
+conversation so far, injected bugs, ...) and turns each observation into a reply.
+
+Holds:
+    PolicyReply    one reply: text, token usage, latency
+    PolicyEpisode  per-episode state: ``act(observation) -> PolicyReply``
+    Policy         the factory of episodes, with its settings for the run metadata
+    fenced         wrap code in a ```python block
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..tasks import Task
+
+__all__ = ["PolicyReply", "PolicyEpisode", "Policy", "fenced"]
+
+
+@dataclass(frozen=True)
+class PolicyReply:
+    """One reply of a policy.
+
+    Attributes:
+        text: the raw reply (the env extracts the code from it).
+        usage: token counts (``prompt_tokens``, ``completion_tokens``, ...); empty for offline policies.
+        latency_s: seconds the policy took (a measurement).
+    """
+
+    text: str
+    usage: Mapping[str, float] = field(default_factory=dict)
+    latency_s: float = 0.0
+
+
+class PolicyEpisode(abc.ABC):
+    """One episode of a policy. Not shared between threads."""
+
+    @abc.abstractmethod
+    def act(self, observation: Mapping[str, Any]) -> PolicyReply:
+        """The reply to an observation of the env (``reset``'s, then each ``step``'s)."""
+
+
+class Policy(abc.ABC):
+    """Writes code for tasks, one :class:`PolicyEpisode` per (combination, task).
+
+    Contract: ``start`` may be called from several threads at once; the same
+    ``(task, feedback, seed)`` and the same observations give the same replies for
+    deterministic policies (every offline one).
+
+    Attributes:
+        name: short label written into every log row (``"synthetic(strength=0.5)"``, ``"gpt-4o"``).
+        synthetic: True for the offline synthetic coder, whose numbers are no claim about any model.
+    """
+
+    name: str = "policy"
+    synthetic: bool = False
+
+    @abc.abstractmethod
+    def start(self, task: Task, *, feedback: str, seed: int) -> PolicyEpisode:
+        """A fresh episode for ``task`` under the combination ``feedback`` (id part, e.g. ``CF-EF_full``)."""
+
+    def settings(self) -> dict[str, Any]:
+        """Settings for the run metadata. Never holds secrets (API keys)."""
+        return {"name": self.name, "synthetic": self.synthetic}
+
+    def close(self) -> None:
+        """Release clients. Safe to call more than once."""
+
+
+def fenced(code: str) -> str:
+    """Wrap code in a ```python block, as a chat model would reply.
+
+    >>> fenced("x = 1")
+    '```python\\nx = 1\\n```'
+    """
+    return f"```python\n{code.rstrip()}\n```"

@@ -1,0 +1,182 @@
+"""The OpenAI-compatible LLM policy: any chat-completions endpoint (OpenAI, vLLM, Ollama, ...).
+
+Holds:
+    OpenAIPolicy   chat model as a policy; prompts from :mod:`.prompts`
+    LLMError       an endpoint failed for good (after retries, or at once on a client error)
+    RETRYABLE_STATUS  HTTP statuses retried with backoff
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConvCodeWorldError
+from ..tasks import Task
+from .base import Policy, PolicyEpisode, PolicyReply
+from .prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
+
+__all__ = ["OpenAIPolicy", "LLMError", "RETRYABLE_STATUS"]
+
+#: Retried with exponential backoff; any other HTTP error fails at once.
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+class LLMError(ConvCodeWorldError):
+    """A chat-completions call failed for good. The message names the endpoint, the model and
+    the HTTP status (never the API key)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _ChatEpisode(PolicyEpisode):
+    def __init__(self, policy: OpenAIPolicy) -> None:
+        self._policy = policy
+        self._messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM_PROMPT}]
+
+    def act(self, observation: Mapping[str, Any]) -> PolicyReply:
+        first = not observation.get("code") and int(observation.get("turn", 0)) == 0
+        user = initial_prompt(str(observation["task"])) if first else refinement_prompt(observation)
+        if self._policy.history:
+            self._messages.append({"role": "user", "content": user})
+            messages = list(self._messages)
+        else:
+            messages = [self._messages[0], {"role": "user", "content": user}]
+        reply = self._policy.complete(messages)
+        if self._policy.history:
+            self._messages.append({"role": "assistant", "content": reply.text})
+        return reply
+
+
+class OpenAIPolicy(Policy):
+    """A chat model behind an OpenAI-compatible endpoint.
+
+    Args:
+        model: model name as the endpoint knows it.
+        base_url: endpoint root (``http://localhost:8000/v1`` for vLLM,
+            ``http://localhost:11434/v1`` for Ollama); ``None`` = OpenAI (or ``$OPENAI_BASE_URL``).
+        api_key: the key; default ``$OPENAI_API_KEY``, else ``"EMPTY"`` (local servers ignore it).
+            It is never written to logs, metadata or error messages.
+        temperature, max_tokens: sampling settings sent with every request.
+        n: choices per request; the first is played, all count in the token usage.
+        history: send the whole conversation (every earlier prompt and reply) instead of
+            only the task, the previous code and this turn's feedback (the reference's way).
+        max_retries, backoff_s, timeout_s: a request that times out, cannot connect, or gets
+            a status in :data:`RETRYABLE_STATUS` is retried up to ``max_retries`` times,
+            waiting ``backoff_s * 2**k`` seconds (at most 60); then :class:`LLMError`.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = 1024,
+        n: int = 1,
+        history: bool = False,
+        max_retries: int = 5,
+        backoff_s: float = 1.0,
+        timeout_s: float = 120.0,
+    ) -> None:
+        import openai
+
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        self.name = model
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.n = n
+        self.history = history
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+        self._client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+            max_retries=0,
+            timeout=timeout_s,
+        )
+
+    def start(self, task: Task, *, feedback: str, seed: int) -> PolicyEpisode:
+        return _ChatEpisode(self)
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            **super().settings(),
+            "model": self.model,
+            "base_url": self.base_url,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "n": self.n,
+            "history": self.history,
+            "max_retries": self.max_retries,
+            "timeout_s": self.timeout_s,
+        }
+
+    def complete(self, messages: list[dict[str, str]]) -> PolicyReply:
+        """One chat completion with retries; the first choice's text and the usage."""
+        import openai
+
+        started = time.perf_counter()
+        where = f"LLM endpoint {self.base_url} (model {self.model!r})"
+        for attempt in range(self.max_retries + 1):
+            status: int | None = None
+            try:
+                kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+                if self.max_tokens is not None:
+                    kwargs["max_tokens"] = self.max_tokens
+                if self.n != 1:
+                    kwargs["n"] = self.n
+                response = self._client.chat.completions.create(**kwargs)
+            except openai.APIStatusError as exc:
+                status, problem = exc.status_code, _error_message(exc)
+                if status not in RETRYABLE_STATUS:
+                    raise LLMError(f"{where} answered HTTP {status}: {problem}. {_hint(status)}", status) from None
+            except openai.APITimeoutError:
+                problem = f"no answer within {self.timeout_s:g} s"
+            except openai.APIConnectionError as exc:
+                problem = f"cannot connect ({exc.__cause__ or exc}); is the server running at that URL?"
+            else:
+                if not response.choices:
+                    raise LLMError(f"{where} returned no choices", 200)
+                usage = response.usage
+                counts = (
+                    {k: float(getattr(usage, k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+                    if usage is not None
+                    else {}
+                )
+                return PolicyReply(response.choices[0].message.content or "", counts, time.perf_counter() - started)
+            if attempt == self.max_retries:
+                detail = f"HTTP {status}: {problem}" if status is not None else problem
+                raise LLMError(f"{where} failed after {attempt + 1} attempt(s): {detail}", status)
+            time.sleep(min(60.0, self.backoff_s * 2**attempt))
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(getattr(exc, "message", exc))
+
+
+def _hint(status: int) -> str:
+    return {
+        401: "Check the API key (--api-key or $OPENAI_API_KEY).",
+        403: "The key may not have access to this model.",
+        404: "Check the model name (--model) and the base URL (--base-url, usually ending in /v1).",
+        400: "The endpoint rejected the request; check --max-tokens, --n and the model name.",
+    }.get(status, "")

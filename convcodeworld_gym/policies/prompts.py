@@ -1,0 +1,70 @@
+"""The prompts the LLM policy sends, following the reference's structure in our own words.
+
+Turn 0 asks for code from the task alone. A later turn gives the task, the previous code
+and the feedback of this turn (compilation, then execution, then the user's words, each
+only when shown), and asks for corrected code. The reply is expected in a ```python block.
+
+Holds:
+    SYSTEM_PROMPT      the system message
+    initial_prompt     the user message of turn 0
+    refinement_prompt  the user message of a feedback turn
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["SYSTEM_PROMPT", "initial_prompt", "refinement_prompt"]
+
+SYSTEM_PROMPT = (
+    "You are an expert Python programmer. You write complete, executable, self-contained code "
+    "that meets the user's specification. Answer with the code in one ```python block."
+)
+
+_SECTIONS = (
+    ("compilation_feedback", "Compilation feedback", "what the compiler said about the previous code"),
+    ("execution_feedback", "Execution feedback", "results of running the tests on the previous code"),
+    ("verbal_feedback", "User feedback", "what the user said about the previous code"),
+)
+
+
+def initial_prompt(task: str) -> str:
+    """The first request: write code for ``task``.
+
+    >>> print(initial_prompt("Add two numbers."))
+    Task:
+    Add two numbers.
+    <BLANKLINE>
+    Write executable Python code that satisfies the task's requirements. Reply with the complete code in one ```python block.
+    """
+    return (
+        f"Task:\n{task.strip()}\n\n"
+        "Write executable Python code that satisfies the task's requirements. "
+        "Reply with the complete code in one ```python block."
+    )
+
+
+def refinement_prompt(observation: Mapping[str, Any]) -> str:
+    """A feedback turn: the task, the previous code and this turn's feedback, asking for a fix.
+
+    >>> obs = {"task": "T.", "code": "x = 1", "compilation_feedback": "No syntax errors",
+    ...        "execution_feedback": "TEST_1\\nAssertionError", "verbal_feedback": ""}
+    >>> text = refinement_prompt(obs)
+    >>> "Previous code:\\n```python\\nx = 1\\n```" in text, "Execution feedback" in text, "User feedback" in text
+    (True, True, False)
+    """
+    given = ["the task", "your previous code"] + [label.lower() for key, label, _ in _SECTIONS if observation.get(key)]
+    parts = [
+        f"Task:\n{str(observation['task']).strip()}",
+        f"Previous code:\n```python\n{str(observation.get('code', '')).rstrip()}\n```",
+    ]
+    for key, label, what in _SECTIONS:
+        text = str(observation.get(key) or "").strip()
+        if text:
+            parts.append(f"{label} ({what}):\n{text}")
+    parts.append(
+        f"You are given {', '.join(given)} because the previous code did not meet the requirements. "
+        "Correct it and reply with the complete new code in one ```python block."
+    )
+    return "\n\n".join(parts)
