@@ -1,0 +1,130 @@
+"""Vector envs on every id: Sync and Async, 4 envs, 50 steps, autoreset, batched-space membership.
+
+Cheap on purpose: one HumanEval task, most actions do not compile (no execution), every
+seventh action is the ground truth (a real execution that passes and autoresets), and
+``max_turns=3`` truncates the rest.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+import convcodeworld_gym  # noqa: F401  (registers the ids)
+from convcodeworld_gym import LIVE_IDS, extract_code
+from convcodeworld_gym.feedback.context import TurnContext
+from convcodeworld_gym.sandbox import LocalExecutor
+from convcodeworld_gym.spaces import SHARED_INLINE_BYTES, SharedTextBuffer, SharedTextView, UnicodeText
+from convcodeworld_gym.tasks import load_tasks
+
+TASK_ID = "HumanEval/0"
+NUM_ENVS, STEPS = 4, 50
+
+
+class EchoUser:
+    """A tiny deterministic verbal-feedback provider: names the turn and whether the code compiled."""
+
+    source = "test-echo"
+
+    def __init__(self, expertise: str) -> None:
+        self.expertise = expertise
+
+    def __call__(self, context: TurnContext) -> str | None:
+        return f"{self.expertise} user, turn {context.turn}: {'compiles' if context.compile_ok else 'does not compile'} ✓"
+
+
+def env_kwargs(env_id: str) -> dict:
+    kwargs: dict = {"dataset": "humaneval", "task_ids": (TASK_ID,), "max_turns": 3}
+    if "-SNF-" in env_id or "-SEF-" in env_id:
+        kwargs["verbal_feedback"] = EchoUser("novice" if "-SNF-" in env_id else "expert")
+    return kwargs
+
+
+def test_unicode_text_batches() -> None:
+    space = UnicodeText(50)
+    batched = batch_space(space, 3)
+    assert isinstance(batched, gym.spaces.Tuple) and all(isinstance(s, UnicodeText) for s in batched.spaces)
+    items = ["def f():\n\treturn 'π'", "\x00🙂中文", ""]
+    out = concatenate(space, items, create_empty_array(space, 3))
+    assert out == tuple(items) and out in batched
+    assert ("x" * 51, "", "") not in batched
+
+
+def test_shared_text_buffer_inline_and_spill() -> None:
+    buffer = SharedTextBuffer(3, inline_bytes=16)
+    long = "é" * 40 + "\udcff"  # over the inline size, with a lone surrogate
+    for i, text in enumerate(["short π", long, ""]):
+        buffer.write(i, text)
+    view = SharedTextView(buffer)
+    assert copy.deepcopy(view) == ("short π", long, "")
+    buffer.write(0, "next")  # the view is live
+    assert view[0] == "next" and view[-2] == long and len(view) == 3
+    assert SHARED_INLINE_BYTES >= 1 << 16
+
+
+@pytest.mark.parametrize("env_id", LIVE_IDS)
+def test_check_env_every_id(env_id: str) -> None:
+    env = gym.make(env_id, **env_kwargs(env_id))
+    check_env(env.unwrapped)
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def shared_executor():
+    with LocalExecutor() as ex:
+        yield ex
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("env_id", LIVE_IDS)
+def test_vector_env_every_id(env_id: str, mode: str, shared_executor: LocalExecutor) -> None:
+    truth = load_tasks("humaneval")[TASK_ID].ground_truth
+    kwargs = env_kwargs(env_id)
+    if mode == "sync":
+        kwargs["executor"] = shared_executor  # one executor for all envs of the process
+    envs = gym.make_vec(env_id, num_envs=NUM_ENVS, vectorization_mode=mode, **kwargs)
+    try:
+        assert envs.observation_space == batch_space(envs.single_observation_space, NUM_ENVS)
+        obs, _ = envs.reset(seed=0)
+        assert obs in envs.observation_space
+        ended = autoresets = passes = 0
+        done_before = np.zeros(NUM_ENVS, dtype=bool)
+        for step in range(STEPS):
+            actions = tuple(truth if (step + i) % 7 == 0 else "def broken(:\n    pass" for i in range(NUM_ENVS))
+            obs, rewards, terminated, truncated, _ = envs.step(actions)
+            assert obs in envs.observation_space, f"step {step}: observation outside the batched space"
+            for i in range(NUM_ENVS):
+                if done_before[i]:  # next-step autoreset: this step was a reset
+                    autoresets += 1
+                    assert obs["turn"][i] == 0 and obs["code"][i] == "" and rewards[i] == 0.0
+                elif actions[i] == truth:
+                    passes += 1
+                    assert rewards[i] == 1.0 and terminated[i] and obs["execution_feedback"][i] in ("", "Passed all test runs")
+                else:
+                    assert rewards[i] == 0.0 and not terminated[i]
+                    assert "SyntaxError" in obs["compilation_feedback"][i]
+                    if "-SNF" in env_id or "-SEF" in env_id:
+                        assert obs["verbal_feedback"][i].endswith("does not compile ✓")
+            done_before = terminated | truncated
+            ended += int(done_before.sum())
+        assert passes > 0 and ended > 0 and autoresets > 0
+    finally:
+        envs.close()
+
+
+def test_async_vector_env_long_observations() -> None:
+    """A reply longer than the inline shared-memory buffer comes back whole through the spill file."""
+    envs = gym.make_vec("ConvCodeWorld-CF-v0", num_envs=2, vectorization_mode="async", **env_kwargs("ConvCodeWorld-CF-v0"))
+    try:
+        envs.reset(seed=1)
+        long_code = "x = '" + "ж" * SHARED_INLINE_BYTES + "'\ndef broken(:\n"
+        obs, *_ = envs.step((long_code, "def g(:"))
+        assert obs["code"] == (extract_code(long_code), "def g(:")
+        assert len(obs["code"][0].encode()) > SHARED_INLINE_BYTES
+    finally:
+        envs.close()
