@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -55,7 +56,11 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
         dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks.
         task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`).
-        executor: runs the tests; default a :class:`LocalExecutor` owned (and closed) by the env.
+        executor: runs the tests. An :class:`Executor` is shared: the env never closes it (pass
+            one to several envs, e.g. ``gym.make_vec(id, n, executor=ex)``). A zero-argument
+            callable returning an Executor is called once and the result is owned (and closed)
+            by the env: the way to give each ``AsyncVectorEnv`` worker its own executor.
+            Default: an owned :class:`LocalExecutor`.
         max_turns: feedback turns after turn 0; the episode is truncated after turn ``max_turns``.
         verbal_feedback: the simulated user, required for SNF / SEF combinations.
         max_reply_chars: longer replies are a failed turn with an explanation.
@@ -90,7 +95,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         task_ids: list[str] | tuple[str, ...] | None = None,
         stdlib_only: bool = False,
         limit: int | None = None,
-        executor: Executor | None = None,
+        executor: Executor | Callable[[], Executor] | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         verbal_feedback: VerbalFeedback | None = None,
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
@@ -117,8 +122,12 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self.max_reply_chars = max_reply_chars
         self.verbal_feedback = verbal_feedback
         self.render_mode = render_mode
-        self._owns_executor = executor is None
-        self.executor: Executor = executor if executor is not None else LocalExecutor()
+        self._owns_executor = not isinstance(executor, Executor)
+        if executor is None:
+            executor = LocalExecutor
+        self.executor: Executor = executor if isinstance(executor, Executor) else executor()
+        if not isinstance(self.executor, Executor):
+            raise TypeError(f"executor must be an Executor or a callable returning one, got {type(self.executor).__name__}")
 
         text = UnicodeText(MAX_TEXT_CHARS)
         self.action_space = UnicodeText(MAX_TEXT_CHARS)

@@ -60,7 +60,11 @@ _KEEPER = (
     "        time.sleep(0.2)\n"
 )
 # Kill every process of the sandbox user but PID 1 and this shell, then empty the work dir.
-_CLEANUP = f"kill -9 -1 2>/dev/null; chmod -R u+rwx {RUN_DIR} 2>/dev/null; rm -rf {RUN_DIR}; test ! -e {RUN_DIR}"
+_CLEANUP = f"kill -9 -1 2>/dev/null; cd /; chmod -R u+rwx {RUN_DIR} 2>/dev/null; rm -rf {RUN_DIR}; test ! -e {RUN_DIR} || exit 112"
+#: Exit statuses of the wrapper meaning the slot could not be prepared or cleaned: replace it.
+_SLOT_BROKEN = (111, 112)
+#: After the suite reported its end, how long the wrapper may take to clean up before a forced cleanup.
+_CLEANUP_GRACE_S = 5.0
 _POLL_S = 0.25
 
 
@@ -71,12 +75,15 @@ class DockerUnavailable(ExecutorError):
 def _runner_argv(python: str) -> list[str]:
     """SEAM: the command that runs one job in a container (job JSON on stdin, events on stdout).
 
-    The wrapper points fd 3 at the exec's stdout for the event channel and sends the
-    program's own stdout and stderr to ``/dev/null``.
+    The runner gets fd 3 pointed at the exec's stdout for the event channel, its own stdout
+    and stderr go to ``/dev/null``. When it ends, the same shell kills every leftover
+    process of the sandbox user and removes the work dir (exit status 111/112 if it cannot),
+    so a normal run needs one ``exec`` only.
     """
     script = (
         f"mkdir -m 700 {RUN_DIR} && cd {RUN_DIR} || exit 111; "
-        f'exec 3>&1 1>/dev/null 2>&1; exec "$0" -s {RUNNER_IN_CONTAINER}'
+        f'(exec 3>&1 1>/dev/null 2>&1; exec "$0" -s {RUNNER_IN_CONTAINER}); status=$?; '
+        f"{_CLEANUP}; exit $status"
     )
     return ["/bin/sh", "-c", script, python]
 
@@ -153,8 +160,9 @@ class DockerExecutor(Executor):
         container = self._acquire()
         healthy = False
         try:
-            events, stop_reason, exit_desc = self._execute(container, task, program)
-            healthy = self._cleanup(container)
+            events, stop_reason, exit_desc, healthy = self._execute(container, task, program)
+            if not healthy:
+                healthy = self._cleanup(container)
         finally:
             self._release(container, healthy)
         result = _assemble(task.test_names, events, stop_reason, exit_desc, self.limits)
@@ -234,7 +242,8 @@ class DockerExecutor(Executor):
         env.update(self._environment)
         return env
 
-    def _execute(self, container: Any, task: Task, program: str) -> tuple[list[dict], str | None, str]:
+    def _execute(self, container: Any, task: Task, program: str) -> tuple[list[dict], str | None, str, bool]:
+        """Run one job; returns (events, stop reason, exit description, slot already clean)."""
         job = json.dumps({"program": program, "test": task.test, "test_class": TEST_CLASS, "module": MODULE_NAME})
         api = self._client.api
         try:
@@ -244,7 +253,7 @@ class DockerExecutor(Executor):
             )["Id"]
             sock = api.exec_start(exec_id, socket=True)
         except Exception as exc:  # the container died (e.g. the OOM killer took PID 1)
-            return [], None, f"could not be started in its container ({exc})"
+            return [], None, f"could not be started in its container ({exc})", False
         raw: socket.socket = getattr(sock, "_sock", sock)
         try:
             try:
@@ -252,29 +261,39 @@ class DockerExecutor(Executor):
                 raw.shutdown(socket.SHUT_WR)
             except OSError:
                 pass
-            events, stop_reason = self._collect(raw)
+            events, stop_reason, ended = self._collect(raw)
         finally:
             raw.close()
-        exit_code = None
-        if stop_reason is None:
-            try:
-                exit_code = api.exec_inspect(exec_id).get("ExitCode")
-            except Exception:  # noqa: BLE001
-                exit_code = None
-        return events, stop_reason, _describe(exit_code)
+        if not ended:  # still running (a limit was hit) or still cleaning up: forced cleanup
+            return events, stop_reason, "did not finish", False
+        try:
+            exit_code = api.exec_inspect(exec_id).get("ExitCode")
+        except Exception:  # noqa: BLE001
+            exit_code = None
+        return events, stop_reason, _describe(exit_code), exit_code is not None and exit_code not in _SLOT_BROKEN
 
-    def _collect(self, raw: socket.socket) -> tuple[list[dict], str | None]:
-        """Read the exec's multiplexed stdout until the suite ends or a limit is hit."""
+    def _collect(self, raw: socket.socket) -> tuple[list[dict], str | None, bool]:
+        """Read the exec's multiplexed stdout: (events, stop reason, whether the exec ended).
+
+        After the suite reports its end, reading goes on (for at most a grace period) until
+        the wrapper has cleaned up and closed the stream.
+        """
         limits = self.limits
         suite_deadline = time.monotonic() + limits.suite_timeout_s
         test_deadline: float | None = None
+        grace_deadline: float | None = None
         events: list[dict] = []
         frames = _FrameReader()
         while True:
             now = time.monotonic()
-            deadline = suite_deadline if test_deadline is None else min(suite_deadline, test_deadline)
+            if grace_deadline is not None:
+                deadline = grace_deadline
+            else:
+                deadline = suite_deadline if test_deadline is None else min(suite_deadline, test_deadline)
             if now >= deadline:
-                return events, "suite_timeout" if deadline == suite_deadline else "test_timeout"
+                if grace_deadline is not None:
+                    return events, None, False
+                return events, "suite_timeout" if deadline == suite_deadline else "test_timeout", False
             ready, _, _ = select.select([raw], [], [], min(deadline - now, _POLL_S))
             if not ready:
                 continue
@@ -283,7 +302,9 @@ class DockerExecutor(Executor):
             except OSError:
                 chunk = b""
             if not chunk:
-                return events, None
+                return events, None, True
+            if grace_deadline is not None:
+                continue  # anything after the end is not the runner's
             for line in frames.feed(chunk):
                 event = _decode(line)
                 if event is None:
@@ -294,7 +315,8 @@ class DockerExecutor(Executor):
                 elif event.get("e") == "end":
                     test_deadline = None
                 elif event.get("e") in ("done", "crash"):
-                    return events, None
+                    grace_deadline = time.monotonic() + _CLEANUP_GRACE_S
+                    break
 
     def _cleanup(self, container: Any) -> bool:
         """Kill the sandbox user's processes and remove the work dir; False if the slot is unusable."""
