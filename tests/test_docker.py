@@ -182,3 +182,28 @@ def test_close_removes_every_container(docker_client) -> None:
     ex.close()
     ex.close()
     assert docker_client.containers.list(all=True, filters=label) == []
+
+
+def test_async_vector_env_with_a_docker_executor_per_worker(docker_client) -> None:
+    import functools
+
+    import gymnasium as gym
+
+    from convcodeworld_gym.testing.docker_image import build_host_python_image
+
+    image = build_host_python_image(docker_client)
+    ours = {"label": "convcodeworld"}
+    before = len(docker_client.containers.list(all=True, filters=ours))
+    factory = functools.partial(DockerExecutor, image.tag, slots=1, python=image.python, volumes=image.volumes)
+    envs = gym.make_vec("ConvCodeWorld-CF-EF_full-v0", num_envs=2, vectorization_mode="async",
+                        dataset="humaneval", task_ids=("HumanEval/0",), executor=factory)
+    try:
+        envs.reset(seed=0)
+        truth = envs.unwrapped.call("task")[0].ground_truth
+        obs, rewards, terminated, _, _ = envs.step((truth, "def has_close_elements(a, b):\n    return False\n"))
+        assert list(rewards) == [1.0, 0.0] and list(terminated) == [True, False]
+        assert obs["execution_feedback"][0] == "Passed all test runs" and "TEST_" in obs["execution_feedback"][1]
+        assert len(docker_client.containers.list(all=True, filters=ours)) == before + 2
+    finally:
+        envs.close()
+    assert len(docker_client.containers.list(all=True, filters=ours)) == before

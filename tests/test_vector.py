@@ -128,3 +128,30 @@ def test_async_vector_env_long_observations() -> None:
         assert len(obs["code"][0].encode()) > SHARED_INLINE_BYTES
     finally:
         envs.close()
+
+
+class ClosingSpy(LocalExecutor):
+    """A real LocalExecutor that counts close() calls."""
+
+    closed = 0
+
+    def close(self) -> None:
+        type(self).closed += 1
+
+
+def test_shared_executor_is_not_closed_and_factory_executor_is_owned() -> None:
+    from convcodeworld_gym import ConvCodeWorldEnv
+
+    ClosingSpy.closed = 0
+    shared = ClosingSpy()
+    envs = [ConvCodeWorldEnv("CF", dataset="humaneval", executor=shared) for _ in range(2)]
+    assert all(env.executor is shared for env in envs)
+    for env in envs:
+        env.close()
+    assert ClosingSpy.closed == 0
+    owned = ConvCodeWorldEnv("CF", dataset="humaneval", executor=ClosingSpy)
+    assert isinstance(owned.executor, ClosingSpy) and owned.executor is not shared
+    owned.close()
+    assert ClosingSpy.closed == 1
+    with pytest.raises(TypeError, match="executor must be an Executor"):
+        ConvCodeWorldEnv("CF", dataset="humaneval", executor=lambda: 3)
