@@ -3,8 +3,10 @@
 Every step executes a program: one HumanEval task (HumanEval/0), a wrong but compiling
 body that runs the whole suite and fails, so no episode ends early (``max_turns`` is
 large). Vector envs: Gymnasium's Sync and Async, 1/2/4/8 envs, with the executor in-process
-(``LocalExecutor``) and via Docker (``DockerExecutor``, the offline host-Python image).
-Sync shares ONE executor between its envs; Async gives each worker its own (a factory).
+(``LocalExecutor``) and via Docker (``DockerExecutor``, the offline host-Python image),
+and the ids' own ``ThreadedVectorEnv`` (``make_vec`` without a mode). Sync shares ONE
+executor between its envs, Threaded shares one too (Docker: one container per core),
+Async gives each worker process its own (a factory; Docker: one container per worker).
 
     python benchmarks/throughput.py                 # everything, ~4 minutes on 2 cores
     python benchmarks/throughput.py --no-docker --no-ray --seconds 4
@@ -35,7 +37,7 @@ WRONG = "def has_close_elements(numbers, threshold):\n    return False\n"
 def steps_per_second(mode: str, num_envs: int, executor_kwarg: object, seconds: float) -> tuple[float, float]:
     """(env steps/s, mean execute_s per step) over ``seconds`` after a warm-up step."""
     envs = gym.make_vec(
-        ENV_ID, num_envs=num_envs, vectorization_mode=mode,
+        ENV_ID, num_envs=num_envs, vectorization_mode=None if mode == "threaded" else mode,
         dataset="humaneval", task_ids=(TASK_ID,), max_turns=100_000, executor=executor_kwarg,
     )
     try:
@@ -77,14 +79,15 @@ def ray_overhead(runs: int) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", default="1,2,4,8", help="comma-separated env counts")
-    parser.add_argument("--modes", default="sync,async")
+    parser.add_argument("--modes", default="sync,async,threaded")
     parser.add_argument("--seconds", type=float, default=6.0, help="measuring time per configuration")
     parser.add_argument("--no-docker", action="store_true")
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--ray-runs", type=int, default=20)
     args = parser.parse_args(argv)
 
-    backends: dict[str, dict[str, object]] = {"local": {"sync": LocalExecutor(), "async": LocalExecutor}}
+    cores = len(os.sched_getaffinity(0))
+    backends: dict[str, dict[str, object]] = {"local": {"sync": LocalExecutor(), "async": LocalExecutor, "threaded": LocalExecutor}}
     docker_executor = None
     if not args.no_docker:
         import docker
@@ -95,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         image = build_host_python_image(docker.from_env(version="auto"))
         factory = functools.partial(DockerExecutor, image.tag, slots=1, python=image.python, volumes=image.volumes)
         docker_executor = factory()
-        backends["docker"] = {"sync": docker_executor, "async": factory}
+        backends["docker"] = {"sync": docker_executor, "async": factory, "threaded": functools.partial(factory, slots=cores)}
 
-    cores = len(os.sched_getaffinity(0))
-    print(f"# {ENV_ID}, {TASK_ID}, {cores} cores, Python {sys.version.split()[0]}, {args.seconds:g} s per row\n")
+    print(f"# {ENV_ID}, {TASK_ID}, {cores} cores, Python {sys.version.split()[0]}, {args.seconds:g} s per row, "
+          f"load average before: {os.getloadavg()[0]:.1f}\n")
     print("| executor | vector env | envs | steps/s | speed-up vs 1 env | mean execute_s |")
     print("|---|---|---:|---:|---:|---:|")
     try:

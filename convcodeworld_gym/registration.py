@@ -1,7 +1,8 @@
 """Registering the Gymnasium ids: ``ConvCodeWorld-<combination>-v0`` for the 9 combinations.
 
 Each id takes the env's kwargs (``dataset=``, ``max_turns=``, ``executor=``, ...) through
-``gymnasium.make``.
+``gymnasium.make``; ``gymnasium.make_vec(id, n)`` without a mode builds a
+:class:`~convcodeworld_gym.vector.ThreadedVectorEnv` whose envs share one executor.
 
 Holds:
     env_id         the id of a combination
@@ -38,4 +39,5 @@ def register_envs() -> None:
             id=name,
             entry_point="convcodeworld_gym.env:ConvCodeWorldEnv",
             kwargs={"feedback": config.name},
+            vector_entry_point="convcodeworld_gym.vector:make_threaded_vector_env",
         )

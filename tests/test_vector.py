@@ -80,7 +80,7 @@ def shared_executor():
         yield ex
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["sync", "async", None])  # None: the ids' ThreadedVectorEnv
 @pytest.mark.parametrize("env_id", LIVE_IDS)
 def test_vector_env_every_id(env_id: str, mode: str, shared_executor: LocalExecutor) -> None:
     truth = load_tasks("humaneval")[TASK_ID].ground_truth
@@ -88,6 +88,10 @@ def test_vector_env_every_id(env_id: str, mode: str, shared_executor: LocalExecu
     if mode == "sync":
         kwargs["executor"] = shared_executor  # one executor for all envs of the process
     envs = gym.make_vec(env_id, num_envs=NUM_ENVS, vectorization_mode=mode, **kwargs)
+    if mode is None:
+        subenvs = envs.unwrapped.envs
+        assert type(envs.unwrapped).__name__ == "ThreadedVectorEnv"
+        assert len({id(e.unwrapped.executor) for e in subenvs}) == 1  # one shared executor
     try:
         assert envs.observation_space == batch_space(envs.single_observation_space, NUM_ENVS)
         obs, _ = envs.reset(seed=0)

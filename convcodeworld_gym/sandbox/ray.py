@@ -55,8 +55,7 @@ class RayExecutor(Executor):
     Contract: as every executor; results are identical to the node executor's (the details
     gain ``ray_node``). ``close()`` shuts Ray down only when this executor started it.
 
-    >>> # doctest: +SKIP
-    >>> ex = RayExecutor("ray://head-node:10001")
+    >>> ex = RayExecutor("ray://head-node:10001")  # doctest: +SKIP
     """
 
     def __init__(
