@@ -20,6 +20,7 @@ stdout; the events are parsed and assembled by the local executor's own function
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import select
@@ -33,6 +34,7 @@ from typing import Any
 
 from ..errors import ExecutorError
 from ..tasks import TEST_CLASS, Task
+from .clock import SuiteClock
 from .executor import Executor, Limits
 from .result import ExecutionResult
 
@@ -166,14 +168,8 @@ class DockerExecutor(Executor):
         finally:
             self._release(container, healthy)
         result = _assemble(task.test_names, events, stop_reason, exit_desc, self.limits)
-        return ExecutionResult(
-            tests=result.tests,
-            executed=True,
-            crash=result.crash,
-            limits_hit=result.limits_hit,
-            wall_time_s=time.monotonic() - started,
-            details={"backend": "docker", "confinement": "container", "image": self.image},
-        )
+        details = {"backend": "docker", "confinement": "container", "image": self.image}
+        return dataclasses.replace(result, wall_time_s=time.monotonic() - started, details=details)
 
     def default_concurrency(self) -> int:
         return getattr(self, "slots", None) or super().default_concurrency()
@@ -278,22 +274,15 @@ class DockerExecutor(Executor):
         After the suite reports its end, reading goes on (for at most a grace period) until
         the wrapper has cleaned up and closed the stream.
         """
-        limits = self.limits
-        suite_deadline = time.monotonic() + limits.suite_timeout_s
-        test_deadline: float | None = None
+        clock = SuiteClock(self.limits)
         grace_deadline: float | None = None
         events: list[dict] = []
         frames = _FrameReader()
         while True:
             now = time.monotonic()
-            if grace_deadline is not None:
-                deadline = grace_deadline
-            else:
-                deadline = suite_deadline if test_deadline is None else min(suite_deadline, test_deadline)
+            deadline, reason = (grace_deadline, "") if grace_deadline is not None else clock.deadline()
             if now >= deadline:
-                if grace_deadline is not None:
-                    return events, None, False
-                return events, "suite_timeout" if deadline == suite_deadline else "test_timeout", False
+                return events, (reason or None), False
             ready, _, _ = select.select([raw], [], [], min(deadline - now, _POLL_S))
             if not ready:
                 continue
@@ -310,11 +299,7 @@ class DockerExecutor(Executor):
                 if event is None:
                     continue
                 events.append(event)
-                if event.get("e") == "start" and limits.test_timeout_s is not None:
-                    test_deadline = time.monotonic() + limits.test_timeout_s
-                elif event.get("e") == "end":
-                    test_deadline = None
-                elif event.get("e") in ("done", "crash"):
+                if clock.observe(event):
                     grace_deadline = time.monotonic() + _CLEANUP_GRACE_S
                     break
 
