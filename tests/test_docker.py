@@ -207,3 +207,44 @@ def test_async_vector_env_with_a_docker_executor_per_worker(docker_client) -> No
     finally:
         envs.close()
     assert len(docker_client.containers.list(all=True, filters=ours)) == before
+
+
+def test_a_forked_copy_refuses_to_run(docker_executor) -> None:
+    import multiprocessing as mp
+
+    def child(queue) -> None:
+        try:
+            docker_executor.run(probe_task("fork-copy"), "def probe():\n    return 'contained'\n")
+            queue.put("ran")
+        except Exception as exc:  # noqa: BLE001
+            queue.put(f"{type(exc).__name__}: {exc}")
+
+    queue = mp.get_context("fork").Queue()
+    process = mp.get_context("fork").Process(target=child, args=(queue,))
+    process.start()
+    message = queue.get(timeout=30)
+    process.join(10)
+    assert message.startswith("ExecutorError") and "functools.partial" in message
+    assert docker_executor.run(probe_task("after"), "def probe():\n    return 'contained'\n").passed
+
+
+def test_nothing_survives_into_the_next_run(docker_executor) -> None:
+    task = probe_task("leftovers")
+    writer = (
+        "import os\n"
+        "def probe():\n"
+        "    for path in ('/dev/shm/ccw_left', 'left.txt'):\n"
+        "        with open(path, 'w') as handle:\n"
+        "            handle.write('x')\n"
+        "    return 'contained'\n"
+    )
+    reader = (
+        "import os\n"
+        "def probe():\n"
+        "    left = [p for p in ('/dev/shm/ccw_left', 'left.txt') if os.path.exists(p)]\n"
+        "    return 'contained' if not left else f'left over: {left}'\n"
+    )
+    for _ in range(2):  # sequential runs reuse the most recently freed slot
+        assert docker_executor.run(task, writer).passed
+        result = docker_executor.run(task, reader)
+        assert result.passed, result.tests[0].traceback

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import queue
 import select
 import socket
@@ -62,7 +63,7 @@ _KEEPER = (
     "        time.sleep(0.2)\n"
 )
 # Kill every process of the sandbox user but PID 1 and this shell, then empty the work dir.
-_CLEANUP = f"kill -9 -1 2>/dev/null; cd /; chmod -R u+rwx {RUN_DIR} 2>/dev/null; rm -rf {RUN_DIR}; test ! -e {RUN_DIR} || exit 112"
+_CLEANUP = f"kill -9 -1 2>/dev/null; rm -rf /dev/shm/* 2>/dev/null; cd /; chmod -R u+rwx {RUN_DIR} 2>/dev/null; rm -rf {RUN_DIR}; test ! -e {RUN_DIR} || exit 112"
 #: Exit statuses of the wrapper meaning the slot could not be prepared or cleaned: replace it.
 _SLOT_BROKEN = (111, 112)
 #: After the suite reported its end, how long the wrapper may take to clean up before a forced cleanup.
@@ -148,6 +149,7 @@ class DockerExecutor(Executor):
         self._all: list[Any] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()
 
     # ------------------------------------------------------------------ API
 
@@ -158,6 +160,12 @@ class DockerExecutor(Executor):
             )
         if self._closed:
             raise ExecutorError("this DockerExecutor is closed; create a new one")
+        if os.getpid() != self._pid:
+            raise ExecutorError(
+                "this DockerExecutor was created in another process (e.g. copied into an AsyncVectorEnv "
+                "worker); its containers cannot be shared between processes. Pass a factory instead: "
+                "executor=functools.partial(DockerExecutor, image, slots=1)"
+            )
         started = time.monotonic()
         container = self._acquire()
         healthy = False
@@ -176,6 +184,8 @@ class DockerExecutor(Executor):
 
     def close(self) -> None:
         """Remove every container of this executor. Idempotent."""
+        if os.getpid() != self._pid:  # a forked copy owns nothing
+            return
         with self._lock:
             self._closed = True
             containers, self._all = self._all, []

@@ -12,6 +12,7 @@ Holds:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -84,6 +85,7 @@ class RayExecutor(Executor):
                 ) from exc
             self._owns_ray = True
         self._factory = node_executor
+        self._pid = os.getpid()
         self._remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_run_on_node)
 
     def run(self, task: Task, program: str) -> ExecutionResult:
@@ -94,6 +96,11 @@ class RayExecutor(Executor):
 
         ``max_workers`` is ignored: the cluster's CPUs bound the concurrency.
         """
+        if os.getpid() != self._pid:
+            raise ExecutorError(
+                "this RayExecutor was created in another process (e.g. copied into an AsyncVectorEnv worker); "
+                "pass a factory instead: executor=functools.partial(RayExecutor, address)"
+            )
         if self._owns_ray is False and not self._ray.is_initialized():
             raise ExecutorError("Ray was shut down under this RayExecutor; create a new one")
         limits_ref = self._ray.put(self.limits)
