@@ -98,7 +98,7 @@ class SharedTextBuffer:
         self.lengths = ctx.Array("q", n)
         self.data = ctx.Array("B", n * inline_bytes)
         self.spill_dir = tempfile.mkdtemp(prefix="ccw_text_")
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self.spill_dir, True)
+        self._cleanup = weakref.finalize(self, _remove_spill_dir, self.spill_dir, os.getpid())
 
     def __getstate__(self) -> dict[str, Any]:  # sent to worker processes; the parent keeps the cleanup
         return {k: v for k, v in self.__dict__.items() if k != "_cleanup"}
@@ -125,6 +125,11 @@ class SharedTextBuffer:
             with open(os.path.join(self.spill_dir, str(index)), "rb") as handle:
                 raw = handle.read()
         return raw.decode("utf-8", "surrogatepass")
+
+
+def _remove_spill_dir(path: str, owner_pid: int) -> None:
+    if os.getpid() == owner_pid:  # a forked worker's copy of the buffer must not remove it
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class SharedTextView(Sequence[str]):

@@ -159,3 +159,24 @@ def test_shared_executor_is_not_closed_and_factory_executor_is_owned() -> None:
     assert ClosingSpy.closed == 1
     with pytest.raises(TypeError, match="executor must be an Executor"):
         ConvCodeWorldEnv("CF", dataset="humaneval", executor=lambda: 3)
+
+
+def test_threaded_vector_env_gives_the_same_results_as_sync(shared_executor: LocalExecutor) -> None:
+    humaneval = load_tasks("humaneval")
+    ids = ("HumanEval/0", "HumanEval/2")
+    kwargs = {"dataset": "humaneval", "task_ids": ids, "max_turns": 1, "executor": shared_executor}
+    runs = {}
+    for mode in ("sync", None):
+        envs = gym.make_vec("ConvCodeWorld-CF-EF_partial-v0", num_envs=3, vectorization_mode=mode, **kwargs)
+        trace = []
+        obs, _ = envs.reset(seed=7)
+        for step in range(8):
+            tasks = [next(humaneval[i] for i in ids if humaneval[i].prompt == prompt) for prompt in obs["task"]]
+            actions = tuple(t.ground_truth if (step + k) % 4 == 0 else f"def {t.entry_point}(*a):\n    return None\n" for k, t in enumerate(tasks))
+            obs, rewards, terminated, truncated, _ = envs.step(actions)
+            plain = {k: v.tolist() if isinstance(v, np.ndarray) else tuple(v) for k, v in obs.items()}
+            trace.append((plain, rewards.tolist(), terminated.tolist(), truncated.tolist()))
+        envs.close()
+        runs[mode] = trace
+    assert runs["sync"] == runs[None]
+    assert any(any(t[2]) for t in runs["sync"]) and any(any(t[3]) for t in runs["sync"])  # passes and truncations
