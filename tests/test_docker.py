@@ -248,3 +248,18 @@ def test_nothing_survives_into_the_next_run(docker_executor) -> None:
         assert docker_executor.run(task, writer).passed
         result = docker_executor.run(task, reader)
         assert result.passed, result.tests[0].traceback
+
+
+def test_a_container_killed_under_the_executor_is_an_executor_error_then_replaced(docker_client) -> None:
+    from convcodeworld_gym.errors import ExecutorError
+    from convcodeworld_gym.testing.docker_image import build_host_python_image
+
+    image = build_host_python_image(docker_client)
+    task = probe_task("engine")
+    with DockerExecutor(image.tag, slots=1, python=image.python, volumes=image.volumes) as ex:
+        assert ex.run(task, task.ground_truth).passed
+        (container,) = docker_client.containers.list(filters={"label": f"convcodeworld={ex._label}"})
+        container.kill()  # the engine side fails, not the program
+        with pytest.raises(ExecutorError, match="could not start an execution"):
+            ex.run(task, task.ground_truth)
+        assert ex.run(task, task.ground_truth).passed  # a fresh container took the slot

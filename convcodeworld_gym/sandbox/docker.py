@@ -108,9 +108,11 @@ class DockerExecutor(Executor):
         environment: extra variables for the program (never secrets: they reach untrusted code).
         base_url: the engine (default: ``$DOCKER_HOST`` or the local socket).
 
-    Contract: the program under test can never make ``run`` raise; a dead or stuck container
-    is replaced and its execution reported as failed. ``close()`` removes every container.
-    Raises :class:`DockerUnavailable` at construction when the engine or image is missing.
+    Contract: the program under test can never make ``run`` raise; a container it leaves
+    unusable is replaced. ``run`` raises :class:`ExecutorError` only when the engine fails
+    (a container cannot be started or exec'd); construction raises :class:`DockerUnavailable`
+    when the engine or image is missing. ``close()`` removes every container. An instance
+    belongs to the process that created it: for ``AsyncVectorEnv`` pass a factory.
     """
 
     def __init__(
@@ -169,7 +171,7 @@ class DockerExecutor(Executor):
         started = time.monotonic()
         container = self._acquire()
         healthy = False
-        try:
+        try:  # whatever happens, the slot goes back (or is replaced): capacity never leaks
             events, stop_reason, exit_desc, healthy = self._execute(container, task, program)
             if not healthy:
                 healthy = self._cleanup(container)
@@ -229,7 +231,10 @@ class DockerExecutor(Executor):
             pass
         with self._lock:
             if len(self._all) < self.slots:
-                container = self._client.containers.run(self.image, labels={"convcodeworld": self._label}, **self._container_kwargs)
+                try:
+                    container = self._client.containers.run(self.image, labels={"convcodeworld": self._label}, **self._container_kwargs)
+                except Exception as exc:  # docker.errors.APIError, ...
+                    raise ExecutorError(f"could not start a container of {self.image!r}: {exc}") from exc
                 self._all.append(container)
                 return container
         return self._free.get()
@@ -258,8 +263,8 @@ class DockerExecutor(Executor):
                 user=SANDBOX_USER, environment=self._exec_env(), workdir="/",
             )["Id"]
             sock = api.exec_start(exec_id, socket=True)
-        except Exception as exc:  # the container died (e.g. the OOM killer took PID 1)
-            return [], None, f"could not be started in its container ({exc})", False
+        except Exception as exc:  # the engine, not the program: this container passed its last cleanup
+            raise ExecutorError(f"could not start an execution in a container of {self.image!r}: {exc}") from exc
         raw: socket.socket = getattr(sock, "_sock", sock)
         try:
             try:
