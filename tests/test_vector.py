@@ -121,9 +121,11 @@ def test_vector_env_every_id(env_id: str, mode: str, shared_executor: LocalExecu
         envs.close()
 
 
-def test_async_vector_env_long_observations() -> None:
-    """A reply longer than the inline shared-memory buffer comes back whole through the spill file."""
-    envs = gym.make_vec("ConvCodeWorld-CF-v0", num_envs=2, vectorization_mode="async", **env_kwargs("ConvCodeWorld-CF-v0"))
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_async_vector_env_long_observations(shared_memory: bool) -> None:
+    """A reply longer than the inline shared-memory buffer comes back whole (spill file, or pipes)."""
+    envs = gym.make_vec("ConvCodeWorld-CF-v0", num_envs=2, vectorization_mode="async",
+                        vector_kwargs={"shared_memory": shared_memory}, **env_kwargs("ConvCodeWorld-CF-v0"))
     try:
         envs.reset(seed=1)
         long_code = "x = '" + "ж" * SHARED_INLINE_BYTES + "'\ndef broken(:\n"
