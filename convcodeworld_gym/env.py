@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -56,7 +57,11 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
         dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks.
         task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`).
-        executor: runs the tests; default a confined :class:`SandboxExecutor` owned (and closed) by the env.
+        executor: runs the tests. An :class:`Executor` is shared: the env never closes it (pass
+            one to several envs, e.g. ``gym.make_vec(id, n, executor=ex)``). A zero-argument
+            callable returning an Executor is called once and the result is owned (and closed)
+            by the env: the way to give each ``AsyncVectorEnv`` worker its own executor.
+            Default: an owned, confined :class:`SandboxExecutor`.
         max_turns: feedback turns after turn 0; the episode is truncated after turn ``max_turns``.
         verbal_feedback: the simulated user of SNF / SEF combinations; ``None`` builds one with
             :func:`~convcodeworld_gym.feedback.verbal.make_simulator` (an LLM when an endpoint is
@@ -95,7 +100,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         task_ids: list[str] | tuple[str, ...] | None = None,
         stdlib_only: bool = False,
         limit: int | None = None,
-        executor: Executor | None = None,
+        executor: Executor | Callable[[], Executor] | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         verbal_feedback: VerbalFeedback | None = None,
         simulator_kwargs: Mapping[str, Any] | None = None,
@@ -125,8 +130,12 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self.max_turns = max_turns
         self.max_reply_chars = max_reply_chars
         self.render_mode = render_mode
-        self._owns_executor = executor is None
-        self.executor: Executor = executor if executor is not None else SandboxExecutor()
+        self._owns_executor = not isinstance(executor, Executor)
+        if executor is None:
+            executor = SandboxExecutor
+        self.executor: Executor = executor if isinstance(executor, Executor) else executor()
+        if not isinstance(self.executor, Executor):
+            raise TypeError(f"executor must be an Executor or a callable returning one, got {type(self.executor).__name__}")
         self._owns_verbal_feedback = verbal_feedback is None and self.config.verbal != "none"
         if self._owns_verbal_feedback:
             from .feedback.verbal import make_simulator  # the LLM client is only imported when needed

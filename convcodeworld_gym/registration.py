@@ -2,7 +2,8 @@
 ``ConvCodeBench-<combination>-v0`` (static replay of a reference log) for the 9 combinations.
 
 Each id takes the env's kwargs (``dataset=``, ``max_turns=``, ``executor=``, ...) through
-``gymnasium.make``.
+``gymnasium.make``; ``gymnasium.make_vec(id, n)`` without a mode builds a
+:class:`~convcodeworld_gym.vector.ThreadedVectorEnv` whose envs share one executor.
 
 Holds:
     env_id         the id of a combination
@@ -38,10 +39,15 @@ PAPER_BENCH_IDS: tuple[str, ...] = tuple(
 
 
 def register_envs() -> None:
-    """Register the 9 live and the 9 ConvCodeBench ids with Gymnasium. Safe to call more than once."""
+    """Register the 9 live and the 9 ConvCodeBench ids with Gymnasium. Safe to call more than once.
+
+    ``gymnasium.make_vec`` on a live id without a mode builds a threaded vector env whose
+    envs share one executor.
+    """
     entry_points = {ENV_PREFIX: "convcodeworld_gym.env:ConvCodeWorldEnv", BENCH_PREFIX: "convcodeworld_gym.bench:StaticReplay"}
     for prefix, entry_point in entry_points.items():
+        vector = "convcodeworld_gym.vector:make_threaded_vector_env" if prefix == ENV_PREFIX else None
         for config in ALL_CONFIGS:
             name = env_id(config, prefix)
             if name not in gym.registry:
-                gym.register(id=name, entry_point=entry_point, kwargs={"feedback": config.name})
+                gym.register(id=name, entry_point=entry_point, kwargs={"feedback": config.name}, vector_entry_point=vector)
