@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .combos import ALL_CONFIGS, FeedbackConfig
-from .log_scores import run_scores
+from .combos import FeedbackConfig
+from .log_scores import combinations, run_scores
 from .metrics import DEFAULT_MAX_TURNS, Scores
 from .records import TurnRecord, read_turns
 
@@ -32,7 +32,6 @@ __all__ = ["Report", "scores_by_combination", "load_report", "write_report", "pl
 
 #: Files :func:`write_report` writes, by role.
 REPORT_FILES = {"markdown": "report.md", "pass_csv": "pass_at_turn.csv", "mrr_csv": "mrr_recall.csv", "plot": "pass_at_turn.png"}
-_ORDER = [c.name for c in ALL_CONFIGS]
 
 
 def _label(name: str) -> str:
@@ -53,8 +52,7 @@ def scores_by_combination(rows: Iterable[TurnRecord], max_turns: int = DEFAULT_M
     ((0.0, 1.0, 1.0), 0.5)
     """
     rows = list(rows)
-    names = sorted({r.feedback for r in rows}, key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
-    return {name: run_scores(rows, name, max_turns=max_turns) for name in names}
+    return {name: run_scores(rows, name, max_turns=max_turns) for name in combinations(rows)}
 
 
 @dataclass(frozen=True)

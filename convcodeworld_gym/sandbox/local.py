@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..tasks import TEST_CLASS, Task
+from .clock import SuiteClock
 from .executor import Executor, Limits
 from .result import ExecutionResult, Outcome, TestResult
 
@@ -147,8 +148,7 @@ def collect_events(
     channel carried more than ``max_bytes``). The channel can stay open after the child exits (a
     grandchild inherited it), so ``exited()`` turning true also ends the read once the pipe is drained.
     """
-    suite_deadline = time.monotonic() + limits.suite_timeout_s
-    test_deadline: float | None = None
+    clock = SuiteClock(limits)
     events: list[dict] = []
     buffer = b""
     total = 0
@@ -156,9 +156,9 @@ def collect_events(
         sel.register(read_fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
-            deadline = suite_deadline if test_deadline is None else min(suite_deadline, test_deadline)
+            deadline, limit = clock.deadline()
             if now >= deadline:
-                return events, "suite_timeout" if deadline == suite_deadline else "test_timeout"
+                return events, limit
             if not sel.select(timeout=min(deadline - now, _POLL_S)):
                 if exited() and not sel.select(timeout=0):
                     return events, None
@@ -176,11 +176,7 @@ def collect_events(
                 if event is None:
                     continue
                 events.append(event)
-                if event.get("e") == "start" and limits.test_timeout_s is not None:
-                    test_deadline = time.monotonic() + limits.test_timeout_s
-                elif event.get("e") == "end":
-                    test_deadline = None
-                elif event.get("e") in ("done", "crash"):
+                if clock.observe(event):
                     return events, None
 
 
