@@ -52,8 +52,8 @@ def test_humaneval_canonical_all_pass_and_empty_body_fails(humaneval, executor):
     assert sum(t.outcome is Outcome.FAILED for r in empty for t in r.tests) > 500
 
 
-def test_canonical_reward_one_at_turn_zero_through_env(bigcodebench):
-    env = ConvCodeWorldEnv("CF-EF_full", dataset=bigcodebench.subset(stdlib_only=True, limit=5))
+def test_canonical_reward_one_at_turn_zero_through_env(bigcodebench, executor):
+    env = ConvCodeWorldEnv("CF-EF_full", dataset=bigcodebench.subset(stdlib_only=True, limit=5), executor=executor)
     for task in env.tasks:
         env.reset(options={"task_id": task.task_id})
         _, reward, terminated, _, info = env.step(f"```python\n{task.ground_truth}\n```")

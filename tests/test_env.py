@@ -9,6 +9,7 @@ from gymnasium.utils.env_checker import check_env
 import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym import LIVE_IDS, ConvCodeWorldEnv, ResetNeeded
 from convcodeworld_gym.env import OBSERVATION_KEYS
+from convcodeworld_gym.sandbox import SandboxExecutor
 
 NON_VERBAL_IDS = [i for i in LIVE_IDS if "SNF" not in i and "SEF" not in i]
 VERBAL_IDS = [i for i in LIVE_IDS if i not in NON_VERBAL_IDS]
@@ -30,25 +31,30 @@ def test_nine_ids_registered():
 
 
 @pytest.mark.parametrize("env_id", LIVE_IDS)
-def test_check_env_humaneval(env_id):
-    env = gym.make(env_id, dataset="humaneval")
+def test_check_env_humaneval(env_id, executor):
+    # The first id runs on the default it registers (its own SandboxExecutor, closed with the env);
+    # the others share the session's sandbox, so its profiles and cache are reused.
+    default = env_id == LIVE_IDS[0]
+    env = gym.make(env_id, dataset="humaneval", **({} if default else {"executor": executor}))
+    assert isinstance(env.unwrapped.executor, SandboxExecutor)
     check_env(env.unwrapped)
     env.close()
+    assert executor.run(env.unwrapped.task, env.unwrapped.task.ground_truth).passed  # a shared one stays open
 
 
 @pytest.mark.parametrize("env_id", LIVE_IDS)
-def test_check_env_bigcodebench(env_id, bigcodebench):
-    env = gym.make(env_id, dataset=bigcodebench.subset(stdlib_only=True, limit=20))
+def test_check_env_bigcodebench(env_id, bigcodebench, executor):
+    env = gym.make(env_id, dataset=bigcodebench.subset(stdlib_only=True, limit=20), executor=executor)
     check_env(env.unwrapped)
     env.close()
 
 
 @pytest.mark.parametrize("env_id", VERBAL_IDS)
-def test_verbal_ids_default_to_offline_simulator(env_id, monkeypatch):
+def test_verbal_ids_default_to_offline_simulator(env_id, monkeypatch, executor):
     for var in ("CONVCODEWORLD_SIMULATOR_MODEL", "CONVCODEWORLD_SIMULATOR_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-to-be-used")  # a key alone does not switch to the paid API
-    env = gym.make(env_id, dataset="humaneval")
+    env = gym.make(env_id, dataset="humaneval", executor=executor)
     env.reset(options={"task_id": "HumanEval/0"})
     obs, *_, info = env.step("def has_close_elements(numbers, threshold):\n    return (")
     novice = "SNF" in env_id
@@ -72,8 +78,14 @@ def test_verbal_kwargs_checked():
         ConvCodeWorldEnv("CF-SNF", dataset="humaneval", simulator_kwargs={"backend": "cloud"})
 
 
-def _env(feedback="CF-EF_full", **kwargs) -> ConvCodeWorldEnv:
-    return ConvCodeWorldEnv(feedback, dataset="humaneval", **kwargs)
+@pytest.fixture
+def make_env(executor):
+    """HumanEval envs on the session's shared sandbox (its profiles and result cache are reused)."""
+
+    def make(feedback: str = "CF-EF_full", **kwargs) -> ConvCodeWorldEnv:
+        return ConvCodeWorldEnv(feedback, dataset="humaneval", executor=executor, **kwargs)
+
+    return make
 
 
 @pytest.mark.parametrize(
@@ -90,8 +102,8 @@ def _env(feedback="CF-EF_full", **kwargs) -> ConvCodeWorldEnv:
     ],
     ids=["empty", "prose", "5MB", "nul", "no-fence", "os_exit", "sys_exit", "surrogates"],
 )
-def test_bad_actions_give_failed_turn(action):
-    env = _env()
+def test_bad_actions_give_failed_turn(action, make_env):
+    env = make_env()
     obs, _ = env.reset(options={"task_id": "HumanEval/0"})
     obs, reward, terminated, truncated, info = env.step(action)
     assert reward == 0.0 and not terminated and not truncated
@@ -105,8 +117,8 @@ def test_bad_actions_give_failed_turn(action):
     env.close()
 
 
-def test_oversized_reply_explained():
-    env = _env(max_reply_chars=1000)
+def test_oversized_reply_explained(make_env):
+    env = make_env(max_reply_chars=1000)
     env.reset(options={"task_id": "HumanEval/0"})
     obs, reward, *_ , info = env.step("y" * 1001)
     assert reward == 0.0 and not info["compile_ok"]
@@ -115,15 +127,15 @@ def test_oversized_reply_explained():
 
 
 @pytest.mark.parametrize("action", [None, 42, b"bytes", ["code"]])
-def test_non_str_action_is_type_error(action):
-    env = _env()
+def test_non_str_action_is_type_error(action, make_env):
+    env = make_env()
     env.reset(seed=0)
     with pytest.raises(TypeError, match=type(action).__name__):
         env.step(action)  # type: ignore[arg-type]
 
 
-def test_reward_judged_on_all_tests_under_partial_feedback():
-    env = _env("CF-EF_partial")
+def test_reward_judged_on_all_tests_under_partial_feedback(make_env):
+    env = make_env("CF-EF_partial")
     env.reset(options={"task_id": "HumanEval/0"})
     # right on the first 3 asserts of HumanEval/0, wrong on the 4th and later
     code = (
@@ -136,8 +148,8 @@ def test_reward_judged_on_all_tests_under_partial_feedback():
     assert info["pass_fraction"] < 1.0
 
 
-def test_compile_error_turn():
-    env = _env()
+def test_compile_error_turn(make_env):
+    env = make_env()
     env.reset(options={"task_id": "HumanEval/0"})
     obs, reward, _, _, info = env.step("def has_close_elements(:\n  pass")
     assert reward == 0.0 and not info["compile_ok"]
@@ -146,8 +158,8 @@ def test_compile_error_turn():
     assert {t["outcome"] for t in info["tests"]} == {"not_run"}
 
 
-def test_truncation_after_max_turns_and_reset_needed():
-    env = _env(max_turns=2)
+def test_truncation_after_max_turns_and_reset_needed(make_env):
+    env = make_env(max_turns=2)
     obs, _ = env.reset(options={"task_id": "HumanEval/1"})
     flags = []
     for expected_turn in range(3):
@@ -160,16 +172,16 @@ def test_truncation_after_max_turns_and_reset_needed():
         env.step("x")
 
 
-def test_step_before_reset():
+def test_step_before_reset(make_env):
     with pytest.raises(ResetNeeded):
-        _env().step("x = 1")
+        make_env().step("x = 1")
 
 
-def test_same_seed_same_actions_identical():
+def test_same_seed_same_actions_identical(make_env):
     actions = ["def f(:", "```python\ndef x():\n    return 1\n```", "", "import math"]
 
     def play(seed: int):
-        env = _env()
+        env = make_env()
         obs, info = env.reset(seed=seed)
         trace = [(obs, info)]
         for action in actions:
@@ -180,12 +192,12 @@ def test_same_seed_same_actions_identical():
     first, second = play(7), play(7)
     assert first == second  # infos compare equal: timings are excluded from equality
     assert first[1][4]["timings"].step_s > 0
-    seeds_tasks = {play_task for play_task in (_env().reset(seed=s)[1]["task_id"] for s in range(8))}
+    seeds_tasks = {play_task for play_task in (make_env().reset(seed=s)[1]["task_id"] for s in range(8))}
     assert len(seeds_tasks) > 1
 
 
-def test_reset_options():
-    env = _env()
+def test_reset_options(make_env):
+    env = make_env()
     assert env.reset(options={"task_index": 3})[1]["task_id"] == "HumanEval/3"
     with pytest.raises(ValueError, match="unknown reset option"):
         env.reset(options={"taskid": "HumanEval/3"})
@@ -193,8 +205,8 @@ def test_reset_options():
         env.reset(options={"task_id": "HumanEval/9999"})
 
 
-def test_observation_fields_and_info():
-    env = _env("CF-EF_full")
+def test_observation_fields_and_info(make_env):
+    env = make_env("CF-EF_full")
     obs, info = env.reset(options={"task_id": "HumanEval/2"})
     assert tuple(obs) == OBSERVATION_KEYS
     assert obs["task"] == env.task.prompt and obs["code"] == "" and obs["turn"] == 0
@@ -206,8 +218,8 @@ def test_observation_fields_and_info():
     assert info["episode_end"] == "passed"
 
 
-def test_render_ansi():
-    env = _env(render_mode="ansi")
+def test_render_ansi(make_env):
+    env = make_env(render_mode="ansi")
     env.reset(options={"task_id": "HumanEval/0"})
     assert "HumanEval/0" in env.render()
     env.step("def has_close_elements(a, b):\n    return None")
@@ -215,10 +227,10 @@ def test_render_ansi():
     assert "execution_feedback" in text and "TEST_1" in text
 
 
-def test_bad_constructor_arguments():
+def test_bad_constructor_arguments(make_env):
     with pytest.raises(ValueError, match="unknown feedback combination"):
         ConvCodeWorldEnv("CF-EF_most", dataset="humaneval")
     with pytest.raises(ValueError, match="max_turns"):
-        _env(max_turns=-1)
+        make_env(max_turns=-1)
     with pytest.raises(ValueError, match="empty"):
-        _env(task_ids=[], limit=0)
+        make_env(task_ids=[], limit=0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from broken_programs import MUTATIONS, mutate, names_failing_behaviour
@@ -14,7 +16,7 @@ from convcodeworld_gym.feedback.verbal.static import code_facts
 _UNRELIABLE = {"BigCodeBench/176", "BigCodeBench/314", "BigCodeBench/1005", "BigCodeBench/812", "BigCodeBench/832"}
 
 
-def _feedback(task: Task, combo: str, code: str, *, seed: int = 0, executor=None) -> tuple[str, dict]:
+def _feedback(task: Task, combo: str, code: str, executor, *, seed: int = 0) -> tuple[str, dict]:
     env = ConvCodeWorldEnv(combo, dataset=[task], executor=executor, simulator_kwargs={"backend": "offline", "seed": seed})
     env.reset()
     obs, _, _, _, info = env.step(code)
@@ -27,10 +29,10 @@ def _assert_clean(text: str, task: Task) -> None:
     assert not [line for line in nontrivial_lines(task.canonical_solution, task.prompt) if line in " ".join(text.split())]
 
 
-def test_golden_expert_and_novice(bigcodebench):
+def test_golden_expert_and_novice(bigcodebench, executor):
     task = bigcodebench["BigCodeBench/15"]
     stub = task.code_prompt + "    return None\n"
-    text, info = _feedback(task, "CF-EF_full-SEF", stub)
+    text, info = _feedback(task, "CF-EF_full-SEF", stub, executor)
     assert text == (
         "1. For the input ('./tmpdir/valid_commands.csv', './tmpdir') the result is None; "
         "the correct result is ['./tmpdir/command_1_output.txt'].\n"
@@ -40,23 +42,23 @@ def test_golden_expert_and_novice(bigcodebench):
     )
     assert info["verbal_feedback_source"] == "offline"
     assert info["verbal_feedback_details"]["leak"] == {"detected": False, "regenerated": False, "redacted_lines": 0}
-    text, _ = _feedback(task, "CF-EF_full-SNF", stub)
+    text, _ = _feedback(task, "CF-EF_full-SNF", stub, executor)
     assert text == (
         "When I ran it, I got this error: TypeError: object of type 'NoneType' has no len(). "
         "I think some value has the wrong type, or a function gets the wrong arguments."
     )
-    text, _ = _feedback(task, "CF-SNF", task.code_prompt + "    return [\n")
+    text, _ = _feedback(task, "CF-SNF", task.code_prompt + "    return [\n", executor)
     assert text == (
         "I got this error: SyntaxError: '[' was never closed. I think something is written in a way "
         "Python does not understand. The error points at line 5 of the code."
     )
     one = bigcodebench["BigCodeBench/1"]
-    text, _ = _feedback(one, "CF-EF_partial-SEF", mutate(one.ground_truth, one.entry_point, "drop_raise"))
+    text, _ = _feedback(one, "CF-EF_partial-SEF", mutate(one.ground_truth, one.entry_point, "drop_raise"), executor)
     assert text.splitlines()[0] == "1. For the input (-1) the function must raise ValueError; instead it returns {}."
     _assert_clean(text, one)
 
 
-def test_who_speaks_when(humaneval):
+def test_who_speaks_when(humaneval, executor):
     task = humaneval["HumanEval/0"]
     wrong = "def has_close_elements(numbers, threshold):\n    return False"
     partial_pass = "def has_close_elements(numbers, threshold):\n    return threshold in (0.3, 0.95)"
@@ -72,17 +74,17 @@ def test_who_speaks_when(humaneval):
         ("CF-EF_full-SEF", task.ground_truth): False,  # solved: nobody speaks
     }
     for (combo, code), speaks in cases.items():
-        text, info = _feedback(task, combo, code)
+        text, info = _feedback(task, combo, code, executor)
         assert bool(text) is speaks, (combo, code, text)
         assert info["verbal_feedback_source"] == ("offline" if speaks else None)
-    text, _ = _feedback(task, "CF-EF_partial-SEF", partial_pass)
+    text, _ = _feedback(task, "CF-EF_partial-SEF", partial_pass, executor)
     assert "For the input" in text or "When the function is called with" in text
 
 
-def test_novice_never_uses_hidden_tests_or_ground_truth(humaneval):
+def test_novice_never_uses_hidden_tests_or_ground_truth(humaneval, executor):
     task = humaneval["HumanEval/0"]
     wrong = "def has_close_elements(numbers, threshold):\n    return False"
-    env = ConvCodeWorldEnv("CF-EF_partial-SNF", dataset=[task], simulator_kwargs={"backend": "offline"})
+    env = ConvCodeWorldEnv("CF-EF_partial-SNF", dataset=[task], executor=executor, simulator_kwargs={"backend": "offline"})
     env.reset()
     obs, *_ = env.step(wrong)
     env.close()
@@ -92,12 +94,12 @@ def test_novice_never_uses_hidden_tests_or_ground_truth(humaneval):
     assert obs["verbal_feedback"] == "This check did not pass: assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True."
 
 
-def test_same_seed_same_text_other_seeds_vary(bigcodebench):
+def test_same_seed_same_text_other_seeds_vary(bigcodebench, executor):
     tasks = [bigcodebench[f"BigCodeBench/{i}"] for i in (15, 19, 1, 24)]
     texts = {}
     for seed in (0, 0, 1, 2, 3):
         texts.setdefault(seed, []).append(
-            [_feedback(t, "CF-EF_full-SNF", t.code_prompt + "    return None\n", seed=seed)[0] for t in tasks]
+            [_feedback(t, "CF-EF_full-SNF", t.code_prompt + "    return None\n", executor, seed=seed)[0] for t in tasks]
         )
     assert texts[0][0] == texts[0][1]
     assert len({tuple(v[0]) for v in texts.values()}) > 1
@@ -112,17 +114,27 @@ def _broken_programs(bigcodebench, count: int, ids: tuple[str, ...] | None = Non
                 yield task, kind, program
 
 
-def _usefulness(bigcodebench, executor, count: int, ids: tuple[str, ...] | None = None) -> tuple[dict, list]:
+def _judge_one(task: Task, kind: str, program: str, executor) -> tuple[str, str, str | None]:
+    """(task id, mutation, the expert's text) for one broken program; text None when its tests do not notice it."""
     simulator = OfflineSimulator("expert", executor=executor)
+    env = ConvCodeWorldEnv("CF-EF_full-SEF", dataset=[task], executor=executor, verbal_feedback=simulator)
+    env.reset()
+    obs, reward, *_ = env.step(program)
+    env.close()
+    return task.task_id, kind, (None if reward == 1.0 else obs["verbal_feedback"])
+
+
+def _usefulness(bigcodebench, executor, count: int, ids: tuple[str, ...] | None = None) -> tuple[dict, list]:
     stats: dict[str, int] = {"programs": 0, "strict": 0, "loose": 0}
     tasks, misses = set(), []
-    for task, kind, program in _broken_programs(bigcodebench, count, ids):
-        env = ConvCodeWorldEnv("CF-EF_full-SEF", dataset=[task], executor=executor, verbal_feedback=simulator)
-        env.reset()
-        obs, reward, *_ = env.step(program)
-        if reward == 1.0:
+    jobs = list(_broken_programs(bigcodebench, count, ids))
+    # One episode per program, as many at once as the shared sandbox has workers.
+    with ThreadPoolExecutor(executor.default_concurrency()) as pool:
+        judged = list(pool.map(lambda job: _judge_one(*job, executor), jobs))
+    for (task, kind, _), (_, _, text) in zip(jobs, judged):
+        if text is None:
             continue  # the tests do not notice this mutation
-        text, raises = obs["verbal_feedback"], code_facts(task.ground_truth).raises
+        raises = code_facts(task.ground_truth).raises
         _assert_clean(text, task)
         tasks.add(task.task_id)
         stats["programs"] += 1
@@ -201,7 +213,7 @@ def test_expert_probes_run_in_the_envs_executor(humaneval):
     assert executor.runs == 1 and obs["verbal_feedback"].startswith("1. This check on the result fails: assert candidate(")
 
 
-def test_plain_string_provider(humaneval):
+def test_plain_string_provider(humaneval, executor):
     class Teacher:
         expertise = "novice"
         source = "teacher"
@@ -209,7 +221,7 @@ def test_plain_string_provider(humaneval):
         def __call__(self, context):
             return f"turn {context.turn}: look again"
 
-    env = ConvCodeWorldEnv("CF-EF_full-SNF", dataset=[humaneval["HumanEval/0"]], verbal_feedback=Teacher())
+    env = ConvCodeWorldEnv("CF-EF_full-SNF", dataset=[humaneval["HumanEval/0"]], executor=executor, verbal_feedback=Teacher())
     env.reset()
     obs, *_, info = env.step("def has_close_elements(numbers, threshold):\n    return False")
     env.close()
