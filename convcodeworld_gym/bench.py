@@ -18,7 +18,7 @@ Holds:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -155,7 +155,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         log: the reference log (run directory, ``turns.jsonl``, hub id, rows or :class:`ReferenceLog`).
         dataset, task_ids, stdlib_only, limit: the tasks, as for the live env; only tasks the
             log holds are played (``limit`` counts those), in the dataset's order.
-        executor, max_turns, max_reply_chars, render_mode: as for :class:`ConvCodeWorldEnv`.
+        executor, max_turns, max_reply_chars, render_mode: as for :class:`ConvCodeWorldEnv` (an
+            :class:`Executor` is shared and never closed; a factory's executor is owned and closed).
         verbal_feedback, simulator_kwargs: accepted so that live and static ids take the same
             kwargs; ignored (no simulator is built or called): static mode shows the logged
             verbal feedback.
@@ -202,7 +203,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         task_ids: Sequence[str] | None = None,
         stdlib_only: bool = False,
         limit: int | None = None,
-        executor: Executor | None = None,
+        executor: Executor | Callable[[], Executor] | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         verbal_feedback: VerbalFeedback | None = None,
         simulator_kwargs: Mapping[str, Any] | None = None,
