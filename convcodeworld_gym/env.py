@@ -242,7 +242,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
             "crash": result.crash,
             "limits_hit": list(result.limits_hit),
-            "confinement": result.details.get("confinement"),  # what the sandbox achieved (None: not run)
+            # Dict entries stay dicts ({} when not applicable): vector envs batch an info key by its type.
+            "confinement": dict(result.details.get("confinement") or {}),  # what the sandbox achieved ({}: not run)
             "judge": result.details.get("judge"),  # split or inprocess
             "feedback_shown": {
                 "compilation": True,
@@ -254,7 +255,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             )
             if vf is not None
             else None,
-            "verbal_feedback_details": verbal.info() if isinstance(verbal, VerbalReply) else None,
+            "verbal_feedback_details": verbal.info() if isinstance(verbal, VerbalReply) else {},
             "episode_end": "passed" if terminated else ("max_turns" if truncated else None),
             "timings": Timings(
                 compile_s=compiled_at - started,
