@@ -50,6 +50,17 @@ class Timings:
     step_s: float = field(default=0.0, compare=False)
 
 
+def _confinement_info(reported: Any) -> dict[str, Any]:
+    """``info["confinement"]``: always a fresh dict (``{}`` when nothing ran), whatever the executor reported.
+
+    >>> _confinement_info(None), _confinement_info("process"), _confinement_info({"level": "namespaces"})
+    ({}, {'level': 'process'}, {'level': 'namespaces'})
+    """
+    if reported is None:
+        return {}
+    return dict(reported) if isinstance(reported, dict) else {"level": str(reported)}
+
+
 class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
     """ConvCodeWorld: multi-turn code generation with compilation, execution and verbal feedback.
 
@@ -243,7 +254,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "crash": result.crash,
             "limits_hit": list(result.limits_hit),
             # Dict entries stay dicts ({} when not applicable): vector envs batch an info key by its type.
-            "confinement": dict(result.details.get("confinement") or {}),  # what the sandbox achieved ({}: not run)
+            "confinement": _confinement_info(result.details.get("confinement")),  # what the sandbox achieved
             "judge": result.details.get("judge"),  # split or inprocess
             "feedback_shown": {
                 "compilation": True,

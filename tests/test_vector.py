@@ -143,6 +143,18 @@ def test_default_executor_in_async_and_threaded_vector_envs(mode: str | None) ->
         envs.close()
 
 
+def test_info_batches_whatever_the_executor_reports() -> None:
+    """LocalExecutor reports its confinement as a string; the env's info holds a dict for every executor."""
+    truth = load_tasks("humaneval")[TASK_ID].ground_truth
+    with LocalExecutor() as local:
+        envs = gym.make_vec("ConvCodeWorld-CF-v0", num_envs=2, vectorization_mode="sync", executor=local, **env_kwargs("CF"))
+        envs.reset(seed=0)
+        _, rewards, _, _, info = envs.step(("def broken(:", truth))
+        envs.close()
+    assert rewards.tolist() == [0.0, 1.0]
+    assert info["confinement"]["_level"].tolist() == [False, True] and info["confinement"]["level"][1] == "process"
+
+
 @pytest.mark.parametrize("shared_memory", [True, False])
 def test_async_vector_env_long_observations(shared_memory: bool) -> None:
     """A reply longer than the inline shared-memory buffer comes back whole (spill file, or pipes)."""

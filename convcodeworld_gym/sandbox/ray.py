@@ -150,7 +150,7 @@ class RayExecutor(Executor):
 
     def close(self) -> None:
         """Stop the actors (their sandboxes first) and shut Ray down if this executor started it. Idempotent."""
-        if self._closed:
+        if self._closed or os.getpid() != self._pid:  # a forked copy owns nothing
             return
         self._closed = True
         if self._ray.is_initialized():
