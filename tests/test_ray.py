@@ -7,7 +7,10 @@ import json
 
 import pytest
 
+from convcodeworld_gym import env_id
 from convcodeworld_gym.cli import main
+from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
+from convcodeworld_gym.policies import make_policy
 from convcodeworld_gym.records import TURNS_FILE, iter_jsonl
 
 pytestmark = pytest.mark.ray
@@ -46,18 +49,21 @@ def test_twenty_tasks_identical_to_the_local_sandbox(humaneval, executor, ray_in
     assert all(r.details["judge"] == e.details["judge"] for r, e in zip(results, expected))
 
 
-def test_evaluate_cli_with_ray(tmp_path, ray_instance, capsys) -> None:
+def test_evaluate_cli_with_ray_twenty_tasks(tmp_path, executor, ray_instance, capsys) -> None:
+    """``convcodeworld evaluate --ray`` on 20 tasks logs exactly what the same run on this machine logs."""
+    common = ["evaluate", "CF-EF_full", "--dataset", "humaneval", "--limit", "20", "--policy", "synthetic",
+              "--max-turns", "1", "--no-progress", "--no-report"]
     out = tmp_path / "run"
-    rc = main(["evaluate", "CF-EF_full", "--dataset", "humaneval", "--limit", "3", "--policy", "synthetic",
-               "--max-turns", "2", "--ray", "local", "--out", str(out), "--no-progress", "--no-report"])
+    rc = main([*common, "--ray", "local", "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
     rows = list(iter_jsonl(out / TURNS_FILE))
-    assert {r["task_id"] for r in rows} == {"HumanEval/0", "HumanEval/1", "HumanEval/2"}
+    assert len({r["task_id"] for r in rows}) == 20
+    assert any(r["passed"] for r in rows) and not all(r["passed"] for r in rows)
     assert all(r["tests"] for r in rows if r["compile_ok"])  # the programs ran (through Ray) and were judged
-    # the same run on this machine's executor gives the same log (apart from timings)
-    rc = main(["evaluate", "CF-EF_full", "--dataset", "humaneval", "--limit", "3", "--policy", "synthetic",
-               "--max-turns", "2", "--out", str(tmp_path / "local"), "--no-progress", "--no-report"])
-    assert rc == 0
+    # the same run on this machine's sandbox gives the same log (apart from timings)
+    config = EvalConfig(ids=(env_id("CF-EF_full"),), dataset="humaneval", limit=20, max_turns=1)
+    run_evaluation(config, make_policy("synthetic", strength=0.5), tmp_path / "local", executor=executor, progress=None,
+                   log=lambda line: None)
     strip = lambda row: json.dumps({k: v for k, v in row.items() if k not in ("timings", "usage")}, sort_keys=True)  # noqa: E731
     assert sorted(map(strip, iter_jsonl(tmp_path / "local" / TURNS_FILE))) == sorted(map(strip, rows))
 
