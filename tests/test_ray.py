@@ -68,6 +68,18 @@ def test_evaluate_cli_with_ray_twenty_tasks(tmp_path, executor, ray_instance, ca
     assert sorted(map(strip, iter_jsonl(tmp_path / "local" / TURNS_FILE))) == sorted(map(strip, rows))
 
 
+def test_a_lost_actor_is_an_executor_error_then_replaced(humaneval, ray_instance) -> None:
+    from convcodeworld_gym.errors import ExecutorError
+
+    task = humaneval["HumanEval/0"]
+    with RayExecutor(slots=1) as ex:
+        assert ex.run(task, task.ground_truth).passed
+        ray.kill(ex._actors[0])  # what losing its node does to an actor
+        with pytest.raises(ExecutorError, match="actor .* was lost"):
+            ex.run(task, task.ground_truth)
+        assert ex.run(task, task.ground_truth).passed  # a fresh actor took the slot
+
+
 def test_bad_arguments_are_clear_errors() -> None:
     # (an unreachable address is not tested: Ray retries the connection for minutes)
     with pytest.raises(ValueError, match="cluster address"):
