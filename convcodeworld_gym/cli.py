@@ -28,7 +28,7 @@ from .evaluate import EvalConfig, default_dataset, run_evaluation
 from .policies import POLICY_KINDS, make_policy
 from .registration import LIVE_IDS, env_id
 from .report import write_report
-from .sandbox import Limits, LocalExecutor
+from .sandbox import Executor, Limits, LocalExecutor
 from .tasks import BIGCODEBENCH_ENV, Task
 
 __all__ = ["main", "build_parser"]
@@ -188,6 +188,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--out", help="run directory (default: runs/<policy>-<tasks>); rerun with the same settings to resume")
     run.add_argument("--suite-timeout", type=float, default=121.0, help="seconds for a whole test suite (default 121, as the reference)")
     run.add_argument("--test-timeout", type=float, help="seconds per test method (default: none)")
+    run.add_argument("--ray", metavar="ADDRESS", help="run the programs on a Ray cluster (ray://head:10001, auto, host:6379, or 'local' for a Ray instance on this machine); each node runs the confined sandbox")
     run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="extra env kwarg (VALUE parsed as JSON, else a string); repeatable")
     run.add_argument("--no-report", action="store_true", help="do not print and write the report at the end")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -215,6 +216,13 @@ def _ids(names: Sequence[str]) -> tuple[str, ...]:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", text).strip("_")
+
+
+def _ray_executor(address: str, limits: Limits) -> Executor:
+    """The executor of ``--ray ADDRESS`` (the ray extra is imported only when asked for)."""
+    from .sandbox.ray import make_ray_executor
+
+    return make_ray_executor(address, limits)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -250,7 +258,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     tasks_label = f"{dataset}{'-stdlib' if stdlib_only else ''}{f'-limit{args.limit}' if args.limit is not None else ''}"
     out = Path(args.out or Path("runs") / _slug(f"{policy.name}-{Path(tasks_label).name}"))
     print(f"run directory: {out}" + ("   [SYNTHETIC coder: numbers are no claim about any model]" if policy.synthetic else ""))
-    executor = LocalExecutor(Limits(suite_timeout_s=args.suite_timeout, test_timeout_s=args.test_timeout))
+    limits = Limits(suite_timeout_s=args.suite_timeout, test_timeout_s=args.test_timeout)
+    executor = _ray_executor(args.ray, limits) if args.ray is not None else LocalExecutor(limits)
     try:
         summary = run_evaluation(
             config, policy, out, executor=executor, progress=None if args.no_progress else run_evaluation.__kwdefaults__["progress"]

@@ -50,6 +50,17 @@ class Timings:
     step_s: float = field(default=0.0, compare=False)
 
 
+def _confinement_info(reported: Any) -> dict[str, Any]:
+    """``info["confinement"]``: always a fresh dict (``{}`` when nothing ran), whatever the executor reported.
+
+    >>> _confinement_info(None), _confinement_info("process"), _confinement_info({"level": "namespaces"})
+    ({}, {'level': 'process'}, {'level': 'namespaces'})
+    """
+    if reported is None:
+        return {}
+    return dict(reported) if isinstance(reported, dict) else {"level": str(reported)}
+
+
 class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
     """ConvCodeWorld: multi-turn code generation with compilation, execution and verbal feedback.
 
@@ -242,7 +253,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
             "crash": result.crash,
             "limits_hit": list(result.limits_hit),
-            "confinement": result.details.get("confinement"),  # what the sandbox achieved (None: not run)
+            # Dict entries stay dicts ({} when not applicable): vector envs batch an info key by its type.
+            "confinement": _confinement_info(result.details.get("confinement")),  # what the sandbox achieved
             "judge": result.details.get("judge"),  # split or inprocess
             "feedback_shown": {
                 "compilation": True,
@@ -254,7 +266,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             )
             if vf is not None
             else None,
-            "verbal_feedback_details": verbal.info() if isinstance(verbal, VerbalReply) else None,
+            "verbal_feedback_details": verbal.info() if isinstance(verbal, VerbalReply) else {},
             "episode_end": "passed" if terminated else ("max_turns" if truncated else None),
             "timings": Timings(
                 compile_s=compiled_at - started,

@@ -22,7 +22,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import iterate
 
-from .sandbox import Executor, LocalExecutor
+from .sandbox import Executor, SandboxExecutor
 
 __all__ = ["ThreadedVectorEnv", "make_threaded_vector_env"]
 
@@ -91,7 +91,8 @@ def make_threaded_vector_env(
     """Build ``num_envs`` :class:`~convcodeworld_gym.env.ConvCodeWorldEnv` sharing ONE executor.
 
     ``executor``: an Executor to share (not closed here), a factory called once (the result
-    is shared and closed with the vector env), or ``None`` for one shared LocalExecutor.
+    is shared and closed with the vector env), or ``None`` for one shared
+    :class:`~convcodeworld_gym.sandbox.SandboxExecutor` (the envs' own default).
     Other keyword arguments go to every env (``feedback=`` comes from the id).
     """
     from .env import ConvCodeWorldEnv
@@ -100,7 +101,7 @@ def make_threaded_vector_env(
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     owned: list[Executor] = []
     if not isinstance(executor, Executor):
-        executor = (executor or LocalExecutor)()
+        executor = (executor or SandboxExecutor)()
         owned.append(executor)
     shared = executor
     return ThreadedVectorEnv(

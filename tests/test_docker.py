@@ -73,7 +73,7 @@ def test_canonical_solutions_match_local(docker_executor, humaneval) -> None:
         expected = local.run_many(jobs)
     assert [r.passed for r in results] == [True] * 6 + [False]
     assert results == expected
-    assert results[0].details["backend"] == "docker"
+    assert results[0].details["backend"] == "docker" and results[0].details["confinement"]["level"] == "container"
 
 
 def test_infinite_loop_times_out_and_the_slot_recovers(docker_executor) -> None:

@@ -7,9 +7,8 @@ seventh action is the ground truth (a real execution that passes and autoresets)
 
 from __future__ import annotations
 
-import functools
-
 import copy
+import functools
 
 import gymnasium as gym
 import numpy as np
@@ -20,7 +19,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 import convcodeworld_gym  # noqa: F401  (registers the ids)
 from convcodeworld_gym import LIVE_IDS, extract_code
 from convcodeworld_gym.feedback.context import TurnContext
-from convcodeworld_gym.sandbox import LocalExecutor
+from convcodeworld_gym.sandbox import LocalExecutor, SandboxExecutor
 from convcodeworld_gym.spaces import SHARED_INLINE_BYTES, SharedTextBuffer, SharedTextView, UnicodeText
 from convcodeworld_gym.tasks import load_tasks
 
@@ -76,24 +75,15 @@ def test_check_env_every_id(env_id: str) -> None:
     env.close()
 
 
-@pytest.fixture(scope="module")
-def shared_executor():
-    with LocalExecutor() as ex:
-        yield ex
-
-
 @pytest.mark.parametrize("mode", ["sync", "async", None])  # None: the ids' ThreadedVectorEnv
 @pytest.mark.parametrize("env_id", LIVE_IDS)
-def test_vector_env_every_id(env_id: str, mode: str, shared_executor: LocalExecutor) -> None:
+def test_vector_env_every_id(env_id: str, mode: str, executor: SandboxExecutor) -> None:
     truth = load_tasks("humaneval")[TASK_ID].ground_truth
     kwargs = env_kwargs(env_id)
-    if mode == "sync":
-        kwargs["executor"] = shared_executor  # one executor for all envs of the process
-    if mode == "async":
-        # Each worker process owns a LocalExecutor made by this factory. KNOWN ISSUE (open, issue 7):
-        # with the default SandboxExecutor, AsyncVectorEnv workers started from this pytest process
-        # hang on their first step (also with the forkserver context); a plain script does not.
-        kwargs["executor"] = functools.partial(LocalExecutor)
+    if mode in ("sync", None):
+        kwargs["executor"] = executor  # the session's SandboxExecutor, shared by all envs of the process
+    else:  # each worker process owns a (small) SandboxExecutor; the true default: test_default_executor_...
+        kwargs["executor"] = functools.partial(SandboxExecutor, workers=1, preload=())
     envs = gym.make_vec(env_id, num_envs=NUM_ENVS, vectorization_mode=mode, **kwargs)
     if mode is None:
         subenvs = envs.unwrapped.envs
@@ -107,8 +97,11 @@ def test_vector_env_every_id(env_id: str, mode: str, shared_executor: LocalExecu
         done_before = np.zeros(NUM_ENVS, dtype=bool)
         for step in range(STEPS):
             actions = tuple(truth if (step + i) % 7 == 0 else "def broken(:\n    pass" for i in range(NUM_ENVS))
-            obs, rewards, terminated, truncated, _ = envs.step(actions)
+            obs, rewards, terminated, truncated, info = envs.step(actions)
             assert obs in envs.observation_space, f"step {step}: observation outside the batched space"
+            ran = [not done_before[i] and actions[i] == truth for i in range(NUM_ENVS)]
+            if any(ran):  # executed and unexecuted steps batch into one info (confinement: a dict, {} when not run)
+                assert info["confinement"]["_level"].tolist() == ran and "namespaces" in info["confinement"]["level"]
             for i in range(NUM_ENVS):
                 if done_before[i]:  # next-step autoreset: this step was a reset
                     autoresets += 1
@@ -126,6 +119,40 @@ def test_vector_env_every_id(env_id: str, mode: str, shared_executor: LocalExecu
         assert passes > 0 and ended > 0 and autoresets > 0
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("mode", ["async", None])
+def test_default_executor_in_async_and_threaded_vector_envs(mode: str | None) -> None:
+    """No ``executor=``: async workers each build the env's default SandboxExecutor, the threaded env shares one.
+
+    A step where one env executes and the other does not must batch (this once crashed ``AsyncVectorEnv``'s
+    ``step_wait``, whose ``close`` then waited forever on pipes already read).
+    """
+    truth = load_tasks("humaneval")[TASK_ID].ground_truth
+    envs = gym.make_vec("ConvCodeWorld-CF-EF_full-v0", num_envs=2, vectorization_mode=mode, **env_kwargs("CF"))
+    try:
+        envs.reset(seed=0)
+        wrong = "def has_close_elements(numbers, threshold):\n    return False\n"
+        obs, rewards, terminated, _, info = envs.step((truth, "def broken(:"))
+        assert rewards.tolist() == [1.0, 0.0] and terminated.tolist() == [True, False]
+        assert info["confinement"]["_level"].tolist() == [True, False] and info["confinement"]["level"][0] == "namespaces"
+        obs, rewards, *_ = envs.step((truth, wrong))  # env 0 autoresets; env 1 runs a failing program
+        assert rewards.tolist() == [0.0, 0.0] and obs["turn"].tolist() == [0, 2]
+        assert "AssertionError" in obs["execution_feedback"][1]
+    finally:
+        envs.close()
+
+
+def test_info_batches_whatever_the_executor_reports() -> None:
+    """LocalExecutor reports its confinement as a string; the env's info holds a dict for every executor."""
+    truth = load_tasks("humaneval")[TASK_ID].ground_truth
+    with LocalExecutor() as local:
+        envs = gym.make_vec("ConvCodeWorld-CF-v0", num_envs=2, vectorization_mode="sync", executor=local, **env_kwargs("CF"))
+        envs.reset(seed=0)
+        _, rewards, _, _, info = envs.step(("def broken(:", truth))
+        envs.close()
+    assert rewards.tolist() == [0.0, 1.0]
+    assert info["confinement"]["_level"].tolist() == [False, True] and info["confinement"]["level"][1] == "process"
 
 
 @pytest.mark.parametrize("shared_memory", [True, False])
@@ -170,10 +197,10 @@ def test_shared_executor_is_not_closed_and_factory_executor_is_owned() -> None:
         ConvCodeWorldEnv("CF", dataset="humaneval", executor=lambda: 3)
 
 
-def test_threaded_vector_env_gives_the_same_results_as_sync(shared_executor: LocalExecutor) -> None:
+def test_threaded_vector_env_gives_the_same_results_as_sync(executor: SandboxExecutor) -> None:
     humaneval = load_tasks("humaneval")
     ids = ("HumanEval/0", "HumanEval/2")
-    kwargs = {"dataset": "humaneval", "task_ids": ids, "max_turns": 1, "executor": shared_executor}
+    kwargs = {"dataset": "humaneval", "task_ids": ids, "max_turns": 1, "executor": executor}
     runs = {}
     for mode in ("sync", None):
         envs = gym.make_vec("ConvCodeWorld-CF-EF_partial-v0", num_envs=3, vectorization_mode=mode, **kwargs)

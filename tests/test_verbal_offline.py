@@ -226,4 +226,4 @@ def test_plain_string_provider(humaneval, executor):
     obs, *_, info = env.step("def has_close_elements(numbers, threshold):\n    return False")
     env.close()
     assert obs["verbal_feedback"] == "turn 0: look again"
-    assert info["verbal_feedback_source"] == "teacher" and info["verbal_feedback_details"] is None
+    assert info["verbal_feedback_source"] == "teacher" and info["verbal_feedback_details"] == {}

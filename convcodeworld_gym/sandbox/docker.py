@@ -11,6 +11,7 @@ Holds:
     DockerExecutor     the backend (``pip install 'convcodeworld-gym[docker]'``)
     DockerUnavailable  no Docker engine reachable, or the image is missing
     RUNNER_IN_CONTAINER  where the runner script is mounted inside a container
+    CONTAINER_CONFINEMENT  what a container confines (``details["confinement"]`` of its results)
 
 The seam with the runner protocol (see :func:`_runner_argv` and the imports marked SEAM):
 the container runs ``python -s /ccw/_runner.py`` with the JSON job on stdin and the
@@ -43,7 +44,7 @@ from .result import ExecutionResult
 # file, its event decoding and assembly, the module name and the child's environment.
 from .local import _RUNNER, MODULE_NAME, _decode, assemble, child_env  # noqa: E402
 
-__all__ = ["DockerExecutor", "DockerUnavailable", "RUNNER_IN_CONTAINER", "SANDBOX_USER"]
+__all__ = ["DockerExecutor", "DockerUnavailable", "RUNNER_IN_CONTAINER", "SANDBOX_USER", "CONTAINER_CONFINEMENT"]
 
 RUNNER_IN_CONTAINER = "/ccw/_runner.py"
 #: tmpfs mount point; not a directory of the image, so Docker does not copy its permissions up.
@@ -52,6 +53,14 @@ RUN_DIR = WORK_ROOT + "/run"
 #: nobody:nogroup, present in every Debian-based image.
 SANDBOX_USER = "65534:65534"
 _CONTAINER_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: ``details["confinement"]`` of every Docker result: the same keys as the local sandbox's.
+CONTAINER_CONFINEMENT: dict[str, Any] = {
+    "level": "container",
+    "uid": 65534,
+    "features": ["network_none", "memory_limit", "pids_limit", "readonly_root", "tmpfs_workdir", "cap_drop_all",
+                 "no_new_privileges", "non_root_user"],
+    "missing": ["split judge: the tests run in the program's process, whose verdict it can forge"],
+}
 # PID 1 of every slot: reaps orphans (so zombies never eat the pids limit), exits on TERM.
 _KEEPER = (
     "import os, signal, time\n"
@@ -178,7 +187,7 @@ class DockerExecutor(Executor):
         finally:
             self._release(container, healthy)
         result = assemble(task.test_names, events, stop_reason, exit_desc, self.limits)
-        details = {"backend": "docker", "confinement": "container", "image": self.image}
+        details = {"backend": "docker", "confinement": dict(CONTAINER_CONFINEMENT), "image": self.image}
         return dataclasses.replace(result, wall_time_s=time.monotonic() - started, details=details)
 
     def default_concurrency(self) -> int:

@@ -1,8 +1,10 @@
-"""Ray executor: executions sent to a Ray cluster, each run by the local sandbox on a node.
+"""Ray executor: executions sent to a Ray cluster, each run by a warm local sandbox on a node.
 
-Only Ray does the distribution: each execution is one Ray task (``num_cpus`` each, 1 by
-default) that builds the node-side executor and runs the program there; ``run_many``
-submits every job at once and the cluster schedules them over all its CPUs.
+Only Ray does the distribution. The executor starts ``slots`` Ray actors (by default one
+per ``num_cpus`` CPUs of the cluster, spread over its nodes); each actor holds one warm
+:class:`~convcodeworld_gym.sandbox.SandboxExecutor` (its confinement, split judge, calibrated
+time limits and result cache) that it reuses for every execution sent to it. A call takes an
+idle actor, so each actor runs one execution at a time and ``run_many`` keeps all of them busy.
 
 Holds:
     RayExecutor         the backend (``pip install 'convcodeworld-gym[ray]'``)
@@ -12,49 +14,66 @@ Holds:
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Sequence
+import queue
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ExecutorError
 from ..tasks import Task
 from .executor import Executor, Limits
-from .local import LocalExecutor
+from .pool import SandboxExecutor
 from .result import ExecutionResult
 
 __all__ = ["RayExecutor", "RayUnavailable", "make_ray_executor"]
+
+#: The default node-side executor of one actor: the sandbox with one warm worker (one actor per CPU).
+NODE_SANDBOX: Callable[[Limits], Executor] = functools.partial(SandboxExecutor, workers=1)
 
 
 class RayUnavailable(ExecutorError):
     """``ray`` is not installed, or no cluster answers at the given address."""
 
 
-def _run_on_node(factory: Callable[[Limits], Executor], limits: Limits, task: Task, program: str) -> ExecutionResult:
-    """Body of the Ray task: run one job with a node-local executor."""
-    import ray
+class _NodeSandbox:
+    """Body of one Ray actor: a node-local executor kept warm across executions."""
 
-    with factory(limits) as executor:
-        result = executor.run(task, program)
-    result.details["ray_node"] = ray.get_runtime_context().get_node_id()
-    return result
+    def __init__(self, factory: Callable[[Limits], Executor], limits: Limits) -> None:
+        import ray
+
+        self._executor = factory(limits)
+        self._node = ray.get_runtime_context().get_node_id()
+
+    def run(self, task: Task, program: str) -> ExecutionResult:
+        result = self._executor.run(task, program)
+        result.details["ray_node"] = self._node
+        return result
+
+    def close(self) -> None:
+        self._executor.close()
 
 
 class RayExecutor(Executor):
-    """Runs each execution as a Ray task on a cluster; every node uses ``node_executor`` (local sandbox).
+    """Runs each execution on a Ray cluster, in a warm sandbox held by one of ``slots`` actors.
 
     Args:
         address: the cluster (``"ray://head:10001"``, ``"auto"``, ``"host:6379"``); ``None``
             connects to the Ray instance already initialised in this process, or starts a
             local one.
-        limits: passed to the node-side executor.
-        num_cpus: CPUs reserved per execution (the cluster runs ``CPUs / num_cpus`` at once).
-        node_executor: builds the executor on a node from the limits; must be importable
-            there (the package installed on every node).
+        limits: passed to the node-side executor (its limits for uncalibrated tasks).
+        num_cpus: CPUs each actor reserves.
+        slots: number of actors (default: the cluster's CPUs / ``num_cpus``, at least 1).
+        node_executor: builds an actor's executor from the limits (default: a
+            :class:`SandboxExecutor` with one worker); must be importable on every node
+            (the package installed there).
         init_kwargs: extra ``ray.init`` arguments (``num_cpus=2`` for a local test instance,
             ``runtime_env=...``).
 
-    Contract: as every executor; results are identical to the node executor's (the details
-    gain ``ray_node``). ``close()`` shuts Ray down only when this executor started it.
+    Contract: as every executor; outcomes are those of the node executor (the details gain
+    ``ray_node``). An actor lost with its node raises :class:`ExecutorError` for the
+    execution it held and is replaced. ``close()`` stops the actors, and shuts Ray down
+    only when this executor started it.
 
     >>> ex = RayExecutor("ray://head-node:10001")  # doctest: +SKIP
     """
@@ -65,13 +84,18 @@ class RayExecutor(Executor):
         *,
         limits: Limits | None = None,
         num_cpus: float = 1.0,
-        node_executor: Callable[[Limits], Executor] = LocalExecutor,
+        slots: int | None = None,
+        node_executor: Callable[[Limits], Executor] = NODE_SANDBOX,
         init_kwargs: dict[str, Any] | None = None,
     ) -> None:
         try:
             import ray
         except ImportError as exc:
             raise RayUnavailable("the Ray backend needs ray: pip install 'convcodeworld-gym[ray]'") from exc
+        if not num_cpus > 0:
+            raise ValueError(f"num_cpus must be > 0 (CPUs per actor), got {num_cpus!r}")
+        if slots is not None and slots < 1:
+            raise ValueError(f"slots must be >= 1 (actors to start) or None for one per num_cpus CPUs, got {slots!r}")
         self.limits = limits or Limits()
         self._ray = ray
         self._owns_ray = False
@@ -84,34 +108,59 @@ class RayExecutor(Executor):
                     "(`ray status` on the head node shows it) or pass address=None for a local instance"
                 ) from exc
             self._owns_ray = True
-        self._factory = node_executor
         self._pid = os.getpid()
-        self._remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_run_on_node)
+        self._actor_class = ray.remote(num_cpus=num_cpus, max_restarts=0, max_task_retries=0)(_NodeSandbox)
+        self._factory = node_executor
+        n = slots or max(1, int(ray.cluster_resources().get("CPU", 1) // num_cpus))
+        self._actors = [self._new_actor() for _ in range(n)]
+        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for actor in self._actors:
+            self._idle.put(actor)
+        self._closed = False
+
+    def _new_actor(self) -> Any:
+        return self._actor_class.options(scheduling_strategy="SPREAD").remote(self._factory, self.limits)
 
     def run(self, task: Task, program: str) -> ExecutionResult:
-        return self.run_many([(task, program)])[0]
-
-    def run_many(self, jobs: Sequence[tuple[Task, str]], max_workers: int | None = None) -> list[ExecutionResult]:
-        """Submit every job to the cluster at once; results come back in job order.
-
-        ``max_workers`` is ignored: the cluster's CPUs bound the concurrency.
-        """
         if os.getpid() != self._pid:
             raise ExecutorError(
                 "this RayExecutor was created in another process (e.g. copied into an AsyncVectorEnv worker); "
                 "pass a factory instead: executor=functools.partial(RayExecutor, address)"
             )
-        if self._owns_ray is False and not self._ray.is_initialized():
-            raise ExecutorError("Ray was shut down under this RayExecutor; create a new one")
-        limits_ref = self._ray.put(self.limits)
-        refs = [self._remote.remote(self._factory, limits_ref, task, program) for task, program in jobs]
-        return list(self._ray.get(refs))
+        if self._closed:
+            raise ExecutorError("the RayExecutor is closed; create a new one")
+        actor = self._idle.get()
+        try:
+            return self._ray.get(actor.run.remote(task, program))
+        except self._ray.exceptions.RayActorError as exc:
+            actor = self._replace(actor)
+            raise ExecutorError(f"the Ray actor running this execution was lost ({exc}); it was replaced") from exc
+        finally:
+            self._idle.put(actor)
+
+    def _replace(self, actor: Any) -> Any:
+        self._ray.kill(actor)
+        fresh = self._new_actor()
+        self._actors[self._actors.index(actor)] = fresh
+        return fresh
 
     def default_concurrency(self) -> int:
-        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+        """The number of actors: the inherited ``run_many`` keeps every one busy."""
+        return len(self._actors)
 
     def close(self) -> None:
-        """Shut Ray down if this executor started it. Idempotent."""
+        """Stop the actors (their sandboxes first) and shut Ray down if this executor started it. Idempotent."""
+        if self._closed or os.getpid() != self._pid:  # a forked copy owns nothing
+            return
+        self._closed = True
+        if self._ray.is_initialized():
+            try:
+                self._ray.get([actor.close.remote() for actor in self._actors], timeout=30)
+            except Exception:  # noqa: BLE001 - an actor already gone is fine: it is killed below
+                pass
+            for actor in self._actors:
+                self._ray.kill(actor)
+        self._actors = []
         if self._owns_ray and self._ray.is_initialized():
             self._ray.shutdown()
         self._owns_ray = False
