@@ -1,0 +1,200 @@
+"""PPO (Stable-Baselines3) picks one of K candidate programs per turn; compared with random choice.
+
+The env is :class:`~convcodeworld_gym.choice.CandidateChoiceEnv` over a live ConvCodeWorld env
+(every chosen program is executed by the real sandbox). Candidates come from the SYNTHETIC
+offline pool :class:`~convcodeworld_gym.candidates.SyntheticCandidates` (repair / keep /
+regress / garbage, shuffled), so the numbers say whether the agent learns to tell a repair
+from the rest by the features; they are no claim about any model.
+
+For each seed: train PPO for ``--timesteps``, then play ``--eval-episodes`` episodes (the
+same episode seeds, never used in training) with the learned policy (deterministic) and with
+uniformly random choice. Written to ``--out``: ``sb3_ppo.json`` (settings, per-seed means,
+learning curves) and ``sb3_ppo.png`` (learning curve per seed against the random baseline).
+
+    python training/sb3_ppo.py --smoke --out runs/sb3-smoke      # CI: 1 seed, 256 steps
+    python training/sb3_ppo.py --out runs/sb3                    # full: 3 seeds, 4096 steps each
+
+Holds:
+    make_env        CandidateChoiceEnv with the synthetic pool on a HumanEval subset
+    play            mean episode reward of an action function over fixed episode seeds
+    learning_curve  (timestep, rolling mean episode reward) from Monitor's episode records
+    run_seed        train and evaluate one seed
+    main            command line
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import convcodeworld_gym  # noqa: F401 - registers the ids
+from convcodeworld_gym.candidates import SyntheticCandidates
+from convcodeworld_gym.choice import CandidateChoiceEnv
+from convcodeworld_gym.sandbox import Executor, SandboxExecutor
+from convcodeworld_gym.tasks import load_tasks
+
+__all__ = ["make_env", "play", "learning_curve", "run_seed", "build_parser", "main"]
+
+EVAL_SEED_BASE = 1_000_000  # evaluation episodes use seeds from here; training never does
+
+
+def make_env(executor: Executor, *, tasks: int, k: int, max_turns: int, combination: str) -> CandidateChoiceEnv:
+    """The choice env: the first ``tasks`` HumanEval tasks, ``k`` synthetic candidates a turn."""
+    if tasks < 1 or k < 2 or max_turns < 1:
+        raise ValueError(f"need --tasks >= 1, --k >= 2 and --max-turns >= 1, got {tasks}, {k}, {max_turns}")
+    subset = load_tasks("humaneval").subset(limit=tasks)
+    live = gym.make(f"ConvCodeWorld-{combination}-v0", dataset=subset, executor=executor, max_turns=max_turns)
+    return CandidateChoiceEnv(live, SyntheticCandidates(), k=k)
+
+
+def play(env: gym.Env, act: Callable[[np.ndarray], int], seeds: Sequence[int]) -> list[float]:
+    """The total reward of one episode per seed in ``seeds``, choosing actions with ``act``."""
+    totals = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=int(seed))
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
+            total += float(reward)
+            done = terminated or truncated
+        totals.append(total)
+    return totals
+
+
+def learning_curve(rewards: Sequence[float], lengths: Sequence[int], window: int) -> list[tuple[int, float]]:
+    """(timestep at the end of episode i, mean reward of episodes i-window+1..i) for every episode.
+
+    >>> learning_curve([0.0, 1.0, 1.0], [2, 3, 1], window=2)
+    [(2, 0.0), (5, 0.5), (6, 1.0)]
+    """
+    ends = np.cumsum(lengths)
+    out = []
+    for i in range(len(rewards)):
+        lo = max(0, i - window + 1)
+        out.append((int(ends[i]), float(np.mean(rewards[lo:i + 1]))))
+    return out
+
+
+def run_seed(args: argparse.Namespace, seed: int, executor: Executor) -> dict[str, Any]:
+    """Train PPO with ``seed``; evaluate it and random choice on the same evaluation episodes."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.monitor import Monitor
+
+    started = time.perf_counter()
+    env = Monitor(make_env(executor, tasks=args.tasks, k=args.k, max_turns=args.max_turns, combination=args.combination))
+    env.reset(seed=seed)
+    model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=min(64, args.n_steps), learning_rate=3e-4,
+                ent_coef=0.01, gamma=0.95, seed=seed, device="cpu", verbose=0)
+    model.learn(total_timesteps=args.timesteps)
+    curve = learning_curve(env.get_episode_rewards(), env.get_episode_lengths(), args.window)
+    train_s = time.perf_counter() - started
+
+    eval_seeds = [EVAL_SEED_BASE + 1000 * seed + i for i in range(args.eval_episodes)]
+    learned = play(env, lambda obs: int(model.predict(obs, deterministic=True)[0]), eval_seeds)
+    rng = np.random.default_rng(seed)
+    random_choice = play(env, lambda obs: int(rng.integers(args.k)), eval_seeds)
+    env.close()
+    return {
+        "seed": seed,
+        "ppo_mean_episode_reward": float(np.mean(learned)),
+        "random_mean_episode_reward": float(np.mean(random_choice)),
+        "ppo_episode_rewards": learned,
+        "random_episode_rewards": random_choice,
+        "training_episodes": len(curve),
+        "learning_curve": curve,
+        "seconds": round(time.perf_counter() - started, 1),
+        "train_seconds": round(train_s, 1),
+    }
+
+
+def _plot(results: list[dict[str, Any]], path: str, window: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in results:
+        if r["learning_curve"]:
+            steps, means = zip(*r["learning_curve"])
+            ax.plot(steps, means, label=f"PPO seed {r['seed']} (training, {window}-episode mean)")
+    baseline = float(np.mean([r["random_mean_episode_reward"] for r in results]))
+    ax.axhline(baseline, color="gray", linestyle="--", label=f"random choice (evaluation) {baseline:.2f}")
+    learned = float(np.mean([r["ppo_mean_episode_reward"] for r in results]))
+    ax.axhline(learned, color="black", linestyle=":", label=f"PPO after training (evaluation) {learned:.2f}")
+    ax.set_xlabel("timesteps (turns)")
+    ax.set_ylabel("episode reward (1 = passed)")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title("CandidateChoiceEnv, SYNTHETIC candidate pool")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="CI size: 1 seed, 256 timesteps, 10 evaluation episodes")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (default 0 1 2)")
+    p.add_argument("--timesteps", type=int, default=4096, help="PPO timesteps (turns) per seed (default 4096)")
+    p.add_argument("--n-steps", type=int, default=256, help="PPO rollout length (default 256)")
+    p.add_argument("--eval-episodes", type=int, default=50, help="evaluation episodes per seed and policy (default 50)")
+    p.add_argument("--tasks", type=int, default=8, help="the first N HumanEval tasks (default 8)")
+    p.add_argument("--k", type=int, default=4, help="candidates per turn (default 4)")
+    p.add_argument("--max-turns", type=int, default=4, help="feedback turns per episode (default 4)")
+    p.add_argument("--combination", default="CF-EF_full", help="feedback combination without verbal feedback (default CF-EF_full)")
+    p.add_argument("--window", type=int, default=20, help="episodes in the learning curve's rolling mean (default 20)")
+    p.add_argument("--out", default="runs/sb3_ppo", help="directory for sb3_ppo.json and sb3_ppo.png")
+    return p
+
+
+def smoke_overrides(args: argparse.Namespace) -> argparse.Namespace:
+    """The CI size: one seed, 256 timesteps (two rollouts of 128), 10 evaluation episodes."""
+    if args.smoke:
+        args.seeds, args.timesteps, args.n_steps, args.eval_episodes, args.window = [0], 256, 128, 10, 10
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = smoke_overrides(build_parser().parse_args(argv))
+    if args.timesteps < args.n_steps:
+        raise SystemExit(f"--timesteps ({args.timesteps}) must be >= --n-steps ({args.n_steps}): PPO learns once per rollout")
+    if "SEF" in args.combination or "SNF" in args.combination:
+        raise SystemExit(f"--combination {args.combination}: use one without verbal feedback (e.g. CF-EF_full); "
+                         "the simulated user would be called every turn")
+    os.makedirs(args.out, exist_ok=True)
+    with SandboxExecutor() as executor:
+        results = [run_seed(args, seed, executor) for seed in args.seeds]
+    ppo = [r["ppo_mean_episode_reward"] for r in results]
+    rnd = [r["random_mean_episode_reward"] for r in results]
+    diffs = np.subtract(ppo, rnd)
+    summary = {
+        "ppo_mean": float(np.mean(ppo)), "random_mean": float(np.mean(rnd)),
+        "margin_mean": float(np.mean(diffs)), "margin_min": float(np.min(diffs)),
+        "margin_std": float(np.std(diffs, ddof=1)) if len(diffs) > 1 else None,
+    }
+    settings = {k: v for k, v in vars(args).items() if k != "out"}
+    report = {"program": "training/sb3_ppo.py", "synthetic": True, "settings": settings, "summary": summary, "seeds": results}
+    with open(os.path.join(args.out, "sb3_ppo.json"), "w") as fh:
+        json.dump(report, fh, indent=1)
+    _plot(results, os.path.join(args.out, "sb3_ppo.png"), args.window)
+    print(f"{'seed':>4} {'PPO':>6} {'random':>6} {'episodes':>8} {'seconds':>7}")
+    for r in results:
+        print(f"{r['seed']:>4} {r['ppo_mean_episode_reward']:>6.3f} {r['random_mean_episode_reward']:>6.3f} "
+              f"{r['training_episodes']:>8} {r['seconds']:>7}")
+    print(f"mean PPO {summary['ppo_mean']:.3f} vs random {summary['random_mean']:.3f} "
+          f"(margin {summary['margin_mean']:+.3f}, smallest {summary['margin_min']:+.3f}); SYNTHETIC candidate pool")
+    print(f"wrote {os.path.join(args.out, 'sb3_ppo.json')} and sb3_ppo.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
