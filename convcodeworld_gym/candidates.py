@@ -13,10 +13,11 @@ Two sources of ``K`` candidate replies per turn:
   (:class:`~convcodeworld_gym.policies.llm.OpenAIPolicy`, its prompts).
 
 Holds:
-    STRATEGIES           the repair strategies of the synthetic pool, in pool order
+    STRATEGIES, POOL     the repair strategies; those the synthetic pool proposes by default
     BugState             the bugs (and breakage) of one synthetic program
     apply_strategy       one strategy applied to a bug state -> the next bug state
     program              a bug state -> program text
+    replayed_state       the bug state of a logged synthetic-coder turn, found by replaying it
     SyntheticCandidates  the offline source (remembers the bug state of every program it proposed)
     LLMCandidates        the chat-model source
 """
@@ -24,7 +25,7 @@ Holds:
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,15 +33,18 @@ import numpy as np
 
 from .policies.base import fenced
 from .policies.llm import OpenAIPolicy
-from .policies.synthetic import Mutation, apply_mutations, inject_bugs
+from .policies.synthetic import Mutation, SyntheticCoder, apply_mutations, inject_bugs
+from .records import TurnRecord
 from .tasks import Task
 
-__all__ = ["STRATEGIES", "BugState", "apply_strategy", "program", "SyntheticCandidates", "LLMCandidates"]
+__all__ = ["STRATEGIES", "POOL", "BugState", "replayed_state", "apply_strategy", "program", "SyntheticCandidates", "LLMCandidates"]
 
-#: Repair strategies of the synthetic pool. ``repair`` removes one bug (or the breakage);
-#: ``keep`` resends the code; ``regress`` adds ``regress_bugs`` compiling bugs; ``garbage``
-#: breaks the program so that it no longer compiles.
-STRATEGIES = ("repair", "keep", "regress", "garbage")
+#: Repair strategies. ``repair`` removes one bug (or the breakage); ``keep`` resends the code;
+#: ``regress`` adds ``regress_bugs`` compiling bugs; ``garbage`` breaks the program so that it
+#: no longer compiles; ``resample`` starts over: the ground truth with 0..``resample_bugs`` new bugs.
+STRATEGIES = ("repair", "keep", "regress", "garbage", "resample")
+#: The strategies :class:`SyntheticCandidates` proposes by default.
+POOL = ("repair", "keep", "regress", "garbage")
 _BREAK = "\nresult = (\n"  # appended by ``garbage``: an unclosed parenthesis, a SyntaxError
 
 
@@ -74,7 +78,8 @@ def _more_bugs(task: Task, state: BugState, count: int, rng: np.random.Generator
     return replace(state, bugs=state.bugs + tuple(new))
 
 
-def apply_strategy(name: str, task: Task, state: BugState, rng: np.random.Generator, regress_bugs: int = 2) -> BugState:
+def apply_strategy(name: str, task: Task, state: BugState, rng: np.random.Generator, regress_bugs: int = 2,
+                   resample_bugs: int = 2) -> BugState:
     """The bug state after strategy ``name`` (one of :data:`STRATEGIES`) on ``state``.
 
     ``repair`` mends the breakage first, else removes one bug drawn with ``rng``; on a
@@ -90,6 +95,8 @@ def apply_strategy(name: str, task: Task, state: BugState, rng: np.random.Genera
     True
     >>> len(apply_strategy("regress", task, start, rng).bugs), apply_strategy("garbage", task, BugState(), rng).broken
     (3, True)
+    >>> apply_strategy("resample", task, start, rng).broken
+    False
     """
     if name == "keep":
         return state
@@ -104,14 +111,41 @@ def apply_strategy(name: str, task: Task, state: BugState, rng: np.random.Genera
         return _more_bugs(task, state, regress_bugs, rng)
     if name == "garbage":
         return replace(state, broken=True)
+    if name == "resample":
+        count = int(rng.integers(0, resample_bugs + 1))
+        return BugState(tuple(inject_bugs(task.ground_truth, _seeded(rng), count)))
     raise ValueError(f"unknown repair strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+
+
+def replayed_state(coder: SyntheticCoder, task: Task, feedback: str, seed: int, history: Sequence[TurnRecord]) -> BugState:
+    """The bugs of the last turn of ``history``, logged by ``coder`` playing ``task`` with ``seed``.
+
+    Replays the coder's episode on the logged observations (the coder is deterministic given
+    them) and checks that it rebuilds the logged code.
+
+    Raises:
+        ValueError: the replayed code differs from the log: the log was not written by this
+            coder (same strength and ``max_bugs``) with this ``seed`` and combination.
+    """
+    episode = coder.start(task, feedback=feedback, seed=seed)
+    episode.act({"task": task.prompt, "code": "", "turn": 0})
+    for row in history[:-1]:
+        episode.act({"task": task.prompt, "code": row.code, "turn": row.turn + 1, "compilation_feedback": row.compilation_feedback,
+                     "execution_feedback": row.execution_feedback, "verbal_feedback": row.verbal_feedback})
+    state = BugState(tuple(episode.bugs))  # type: ignore[attr-defined]
+    if program(task, state).strip() != history[-1].code.strip():
+        raise ValueError(
+            f"{task.task_id} turn {history[-1].turn}: replaying {coder.name} with seed {seed} under {feedback} does not "
+            "rebuild the logged code; pass the strength, max_bugs and seed the reference log was recorded with"
+        )
+    return state
 
 
 class SyntheticCandidates:
     """SYNTHETIC offline :class:`~convcodeworld_gym.choice.CandidateSource`: ``k`` repair strategies per turn.
 
     At turn 0 (``previous_code`` it did not propose, e.g. ``""``) the episode's bugs are drawn:
-    1..``max_bugs`` of them. Each turn it proposes the strategies of :data:`STRATEGIES` in a
+    1..``max_bugs`` of them. Each turn it proposes ``strategies`` (default :data:`POOL`) in a
     cycle (``k`` of them: ``k=2`` is repair and keep; ``k>4`` repeats them with fresh draws),
     applied to the bug state of ``previous_code``, in an order shuffled with ``rng``.
     Deterministic given ``rng``. ``last_strategies`` names the strategy of each candidate of
@@ -120,14 +154,18 @@ class SyntheticCandidates:
     Args:
         max_bugs: most bugs an episode starts with (>= 1).
         regress_bugs: bugs a ``regress`` candidate adds (>= 1).
+        strategies: the strategies proposed, from :data:`STRATEGIES`.
     """
 
-    def __init__(self, max_bugs: int = 3, regress_bugs: int = 2) -> None:
+    def __init__(self, max_bugs: int = 3, regress_bugs: int = 2, strategies: tuple[str, ...] = POOL) -> None:
         if max_bugs < 1:
             raise ValueError(f"max_bugs must be >= 1, got {max_bugs}")
         if regress_bugs < 1:
             raise ValueError(f"regress_bugs must be >= 1, got {regress_bugs}")
-        self.max_bugs, self.regress_bugs = max_bugs, regress_bugs
+        unknown = [name for name in strategies if name not in STRATEGIES]
+        if unknown or not strategies:
+            raise ValueError(f"strategies {list(strategies)}: give one or more of {', '.join(STRATEGIES)}")
+        self.max_bugs, self.regress_bugs, self.strategies = max_bugs, regress_bugs, tuple(strategies)
         self._states: dict[tuple[str, str], BugState] = {}
         self.last_strategies: list[str] = []
 
@@ -147,7 +185,7 @@ class SyntheticCandidates:
         if current is None:
             self._states = {key: s for key, s in self._states.items() if key[0] != task.task_id}
             current = self.start_state(task, rng)
-        names = [STRATEGIES[i % len(STRATEGIES)] for i in range(k)]
+        names = [self.strategies[i % len(self.strategies)] for i in range(k)]
         order = rng.permutation(k)
         replies = []
         self.last_strategies = []
