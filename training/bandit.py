@@ -47,7 +47,9 @@ from convcodeworld_gym.candidates import apply_strategy, program, replayed_state
 from convcodeworld_gym.choice import FeedbackFeatures
 from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
 from convcodeworld_gym.policies import SyntheticCoder, fenced
-from convcodeworld_gym.sandbox import Executor, SandboxExecutor
+from convcodeworld_gym.sandbox import SandboxExecutor
+
+from common import pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
 
 __all__ = ["ARMS", "context_vector", "reward_table", "run_learner", "build_parser", "main"]
 
@@ -98,12 +100,7 @@ def run_learner(contexts: np.ndarray, rewards: np.ndarray, order: np.ndarray, al
 
 
 def _plot(curves: dict[str, np.ndarray], regret: np.ndarray, path: str, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right) = pyplot().subplots(1, 2, figsize=(11, 4))
     x = np.arange(1, len(next(iter(curves.values()))) + 1)
     for name, curve in curves.items():
         left.plot(x, curve, label=name)
@@ -115,9 +112,7 @@ def _plot(curves: dict[str, np.ndarray], regret: np.ndarray, path: str, title: s
     right.set_xlabel("round")
     right.set_ylabel("regret vs best fixed arm (mean over orders)")
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,8 +143,7 @@ def smoke_overrides(args: argparse.Namespace) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = smoke_overrides(build_parser().parse_args(argv))
-    if "SEF" in args.combination or "SNF" in args.combination:
-        raise SystemExit(f"--combination {args.combination}: use one without verbal feedback (e.g. CF-EF_full)")
+    require_no_verbal(args.combination)
     if args.orders < 1:
         raise SystemExit(f"--orders must be >= 1, got {args.orders}")
     stdlib_only = args.dataset == "bigcodebench" and not args.all_tasks

@@ -41,6 +41,8 @@ from convcodeworld_gym.choice import CandidateChoiceEnv
 from convcodeworld_gym.sandbox import Executor, SandboxExecutor
 from convcodeworld_gym.tasks import load_tasks
 
+from common import pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
+
 __all__ = ["make_env", "play", "learning_curve", "run_seed", "build_parser", "main"]
 
 EVAL_SEED_BASE = 1_000_000  # evaluation episodes use seeds from here; training never does
@@ -116,12 +118,7 @@ def run_seed(args: argparse.Namespace, seed: int, executor: Executor) -> dict[st
 
 
 def _plot(results: list[dict[str, Any]], path: str, window: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = pyplot().subplots(figsize=(7, 4))
     for r in results:
         if r["learning_curve"]:
             steps, means = zip(*r["learning_curve"])
@@ -135,9 +132,7 @@ def _plot(results: list[dict[str, Any]], path: str, window: int) -> None:
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("CandidateChoiceEnv, SYNTHETIC candidate pool")
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,9 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = smoke_overrides(build_parser().parse_args(argv))
     if args.timesteps < args.n_steps:
         raise SystemExit(f"--timesteps ({args.timesteps}) must be >= --n-steps ({args.n_steps}): PPO learns once per rollout")
-    if "SEF" in args.combination or "SNF" in args.combination:
-        raise SystemExit(f"--combination {args.combination}: use one without verbal feedback (e.g. CF-EF_full); "
-                         "the simulated user would be called every turn")
+    require_no_verbal(args.combination)
     os.makedirs(args.out, exist_ok=True)
     with SandboxExecutor() as executor:
         results = [run_seed(args, seed, executor) for seed in args.seeds]
