@@ -107,13 +107,13 @@ def test_sb3_ppo_smoke_writes_numbers_and_curve(tmp_path):
     printed = _run("sb3_ppo.py", tmp_path)
     report = json.loads((tmp_path / "sb3_ppo.json").read_text())
     assert (tmp_path / "sb3_ppo.png").read_bytes()[:8] == PNG
-    assert report["settings"]["timesteps"] == 256 and report["synthetic"] is True
+    assert report["settings"]["timesteps"] == 128 and report["synthetic"] is True
     (seed,) = report["seeds"]
-    assert len(seed["ppo_episode_rewards"]) == len(seed["random_episode_rewards"]) == 10
+    assert len(seed["ppo_episode_rewards"]) == len(seed["random_episode_rewards"]) == 6
     assert seed["ppo_mean_episode_reward"] == pytest.approx(np.mean(seed["ppo_episode_rewards"]))
     assert all(r in (0.0, 1.0) for r in seed["ppo_episode_rewards"] + seed["random_episode_rewards"])
     steps = [t for t, _ in seed["learning_curve"]]
-    assert steps == sorted(steps) and 0 < steps[-1] <= 256 and len(steps) == seed["training_episodes"] > 0
+    assert steps == sorted(steps) and 0 < steps[-1] <= 128 and len(steps) == seed["training_episodes"] > 0
     assert report["summary"]["margin_mean"] == pytest.approx(seed["ppo_mean_episode_reward"] - seed["random_mean_episode_reward"])
     assert "mean PPO" in printed
 

@@ -11,7 +11,7 @@ same episode seeds, never used in training) with the learned policy (determinist
 uniformly random choice. Written to ``--out``: ``sb3_ppo.json`` (settings, per-seed means,
 learning curves) and ``sb3_ppo.png`` (learning curve per seed against the random baseline).
 
-    python training/sb3_ppo.py --smoke --out runs/sb3-smoke      # CI: 1 seed, 256 steps
+    python training/sb3_ppo.py --smoke --out runs/sb3-smoke      # CI: 1 seed, 128 steps
     python training/sb3_ppo.py --out runs/sb3                    # full: 3 seeds, 4096 steps each
 
 Holds:
@@ -137,7 +137,7 @@ def _plot(results: list[dict[str, Any]], path: str, window: int) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--smoke", action="store_true", help="CI size: 1 seed, 256 timesteps, 10 evaluation episodes")
+    p.add_argument("--smoke", action="store_true", help="CI size: 1 seed, 128 timesteps, 6 evaluation episodes")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (default 0 1 2)")
     p.add_argument("--timesteps", type=int, default=4096, help="PPO timesteps (turns) per seed (default 4096)")
     p.add_argument("--n-steps", type=int, default=256, help="PPO rollout length (default 256)")
@@ -152,9 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def smoke_overrides(args: argparse.Namespace) -> argparse.Namespace:
-    """The CI size: one seed, 256 timesteps (two rollouts of 128), 10 evaluation episodes."""
+    """The CI size: one seed, 128 timesteps (two rollouts of 64), 6 evaluation episodes."""
     if args.smoke:
-        args.seeds, args.timesteps, args.n_steps, args.eval_episodes, args.window = [0], 256, 128, 10, 10
+        args.seeds, args.timesteps, args.n_steps, args.eval_episodes, args.window = [0], 128, 64, 6, 10
     return args
 
 
