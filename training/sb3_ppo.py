@@ -165,7 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_no_verbal(args.combination)
     os.makedirs(args.out, exist_ok=True)
     with SandboxExecutor() as executor:
-        results = [run_seed(args, seed, executor) for seed in args.seeds]
+        results = []
+        for seed in args.seeds:
+            results.append(run_seed(args, seed, executor))
+            print(f"seed {seed}: PPO {results[-1]['ppo_mean_episode_reward']:.3f}, random "
+                  f"{results[-1]['random_mean_episode_reward']:.3f} ({results[-1]['seconds']} s)", flush=True)
     ppo = [r["ppo_mean_episode_reward"] for r in results]
     rnd = [r["random_mean_episode_reward"] for r in results]
     diffs = np.subtract(ppo, rnd)
