@@ -133,3 +133,27 @@ def test_bandit_smoke_learns_better_than_random(tmp_path):
     assert summary["linucb_beats_random_in_orders"] >= 8
     assert summary["linucb_cumulative_reward_mean"] >= 1.5 * summary["random_cumulative_reward_expected"]
     assert "LinUCB" in printed
+
+
+def test_replayed_state_rebuilds_the_logged_code_or_says_why(tmp_path, humaneval, executor):
+    from convcodeworld_gym.candidates import replayed_state
+    from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
+    from convcodeworld_gym.policies import SyntheticCoder
+    from convcodeworld_gym.records import group_episodes, read_turns
+
+    coder = SyntheticCoder(0.3, max_bugs=2)
+    config = EvalConfig(ids=("ConvCodeWorld-CF-EF_full-v0",), dataset="humaneval", limit=4, max_turns=2, seed=3, concurrency=1)
+    run_evaluation(config, coder, tmp_path, executor=executor, progress=None, log=lambda line: None)
+    episodes = group_episodes(read_turns(tmp_path))
+    checked = 0
+    for (_, task_id), rows in episodes.items():
+        task = humaneval[task_id]
+        for turn in range(len(rows)):
+            state = replayed_state(coder, task, "CF-EF_full", 3, rows[:turn + 1])
+            assert program(task, state).strip() == rows[turn].code.strip()
+            assert state.correct == rows[turn].passed
+            checked += 1
+    assert checked >= 6
+    (_, task_id), rows = next((key, rows) for key, rows in episodes.items() if not rows[0].passed)
+    with pytest.raises(ValueError, match="does not rebuild the logged code; pass the strength, max_bugs and seed"):
+        replayed_state(SyntheticCoder(0.3, max_bugs=2), humaneval[task_id], "CF-EF_full", 4, rows[:1])
