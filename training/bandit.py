@@ -49,7 +49,7 @@ from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
 from convcodeworld_gym.policies import SyntheticCoder, fenced
 from convcodeworld_gym.sandbox import SandboxExecutor
 
-from common import pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
+from common import base_parser, pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
 
 __all__ = ["ARMS", "context_vector", "reward_table", "run_learner", "build_parser", "main"]
 
@@ -116,12 +116,10 @@ def _plot(curves: dict[str, np.ndarray], regret: np.ndarray, path: str, title: s
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--smoke", action="store_true", help="CI size: the first 30 HumanEval tasks, 2 turns, 10 orders")
+    p = base_parser(__doc__, "CI size: the first 30 HumanEval tasks, 2 turns, 10 orders", "runs/bandit")
     p.add_argument("--dataset", default="bigcodebench", help="task set (default bigcodebench; needs $CONVCODEWORLD_BIGCODEBENCH_PATH)")
     p.add_argument("--all-tasks", action="store_true", help="all tasks, not only the standard-library ones")
     p.add_argument("--limit", type=int, default=None, help="the first N tasks (default all)")
-    p.add_argument("--combination", default="CF-EF_full", help="feedback combination without verbal feedback (default CF-EF_full)")
     p.add_argument("--max-turns", type=int, default=3, help="static turns per task (default 3)")
     p.add_argument("--strength", type=float, default=0.3, help="the reference synthetic coder's strength (default 0.3)")
     p.add_argument("--max-bugs", type=int, default=2, help="most bugs the reference coder's code starts with (default 2)")
@@ -130,7 +128,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--orders", type=int, default=20, help="random orders of the rounds the learner is run over (default 20)")
     p.add_argument("--alpha", type=float, default=0.5, help="LinUCB exploration (default 0.5)")
     p.add_argument("--hash-dim", type=int, default=8, help="hashed feedback-text features in the context (default 8)")
-    p.add_argument("--out", default="runs/bandit", help="directory for bandit.json, bandit.png and the reference log")
     return p
 
 

@@ -41,7 +41,7 @@ from convcodeworld_gym.choice import CandidateChoiceEnv
 from convcodeworld_gym.sandbox import Executor, SandboxExecutor
 from convcodeworld_gym.tasks import load_tasks
 
-from common import pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
+from common import base_parser, pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
 
 __all__ = ["make_env", "play", "learning_curve", "run_seed", "build_parser", "main"]
 
@@ -136,8 +136,7 @@ def _plot(results: list[dict[str, Any]], path: str, window: int) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--smoke", action="store_true", help="CI size: 1 seed, 128 timesteps, 6 evaluation episodes")
+    p = base_parser(__doc__, "CI size: 1 seed, 128 timesteps, 6 evaluation episodes", "runs/sb3_ppo")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (default 0 1 2)")
     p.add_argument("--timesteps", type=int, default=4096, help="PPO timesteps (turns) per seed (default 4096)")
     p.add_argument("--n-steps", type=int, default=256, help="PPO rollout length (default 256)")
@@ -145,9 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=int, default=8, help="the first N HumanEval tasks (default 8)")
     p.add_argument("--k", type=int, default=4, help="candidates per turn (default 4)")
     p.add_argument("--max-turns", type=int, default=4, help="feedback turns per episode (default 4)")
-    p.add_argument("--combination", default="CF-EF_full", help="feedback combination without verbal feedback (default CF-EF_full)")
     p.add_argument("--window", type=int, default=20, help="episodes in the learning curve's rolling mean (default 20)")
-    p.add_argument("--out", default="runs/sb3_ppo", help="directory for sb3_ppo.json and sb3_ppo.png")
     return p
 
 
