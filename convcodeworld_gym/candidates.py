@@ -204,7 +204,8 @@ class LLMCandidates:
     The prompt is the policy's own (:meth:`OpenAIPolicy.turn_messages`: the task at turn 0,
     else the previous code and this turn's feedback). A ``seed`` drawn from ``rng`` is sent
     with the request, so endpoints that honour it are reproducible. An endpoint that returns
-    fewer than ``k`` choices (one that ignores ``n``) is asked again for the rest.
+    fewer than ``k`` choices (one that ignores ``n``) is asked again for the rest. Give the
+    policy a ``temperature`` above 0, or the ``k`` samples tend to be one program ``k`` times.
     """
 
     def __init__(self, policy: OpenAIPolicy, max_requests: int = 4) -> None:
