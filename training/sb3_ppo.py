@@ -4,7 +4,9 @@ The env is :class:`~convcodeworld_gym.choice.CandidateChoiceEnv` over a live Con
 (every chosen program is executed by the real sandbox). Candidates come from the SYNTHETIC
 offline pool :class:`~convcodeworld_gym.candidates.SyntheticCandidates` (repair / keep /
 regress / garbage, shuffled), so the numbers say whether the agent learns to tell a repair
-from the rest by the features; they are no claim about any model.
+from the rest by the features; they are no claim about any model. PPO trains on the env's
+reward plus a potential-based pass-fraction shaping (``--shaping``; 0 turns it off), which
+leaves the optimal policy unchanged; every reported number is the env's own reward.
 
 For each seed: train PPO for ``--timesteps``, then play ``--eval-episodes`` episodes (the
 same episode seeds, never used in training) with the learned policy (deterministic) and with
@@ -12,10 +14,11 @@ uniformly random choice. Written to ``--out``: ``sb3_ppo.json`` (settings, per-s
 learning curves) and ``sb3_ppo.png`` (learning curve per seed against the random baseline).
 
     python training/sb3_ppo.py --smoke --out runs/sb3-smoke      # CI: 1 seed, 128 steps
-    python training/sb3_ppo.py --out runs/sb3                    # full: 3 seeds, 4096 steps each
+    python training/sb3_ppo.py --out runs/sb3                    # full: 3 seeds, 3072 steps each
 
 Holds:
     make_env        CandidateChoiceEnv with the synthetic pool on a HumanEval subset
+    PassFractionShaping  the training reward's potential-based shaping
     play            mean episode reward of an action function over fixed episode seeds
     learning_curve  (timestep, rolling mean episode reward) from Monitor's episode records
     run_seed        train and evaluate one seed
@@ -43,18 +46,44 @@ from convcodeworld_gym.tasks import load_tasks
 
 from common import base_parser, pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
 
-__all__ = ["make_env", "play", "learning_curve", "run_seed", "build_parser", "main"]
+__all__ = ["make_env", "PassFractionShaping", "play", "learning_curve", "run_seed", "build_parser", "main"]
 
 EVAL_SEED_BASE = 1_000_000  # evaluation episodes use seeds from here; training never does
+GAMMA = 0.9
 
 
-def make_env(executor: Executor, *, tasks: int, k: int, max_turns: int, combination: str) -> CandidateChoiceEnv:
+def make_env(executor: Executor, *, tasks: int, k: int, max_turns: int, combination: str, hash_dim: int = 8,
+             candidate_hash_dim: int = 4) -> CandidateChoiceEnv:
     """The choice env: the first ``tasks`` HumanEval tasks, ``k`` synthetic candidates a turn."""
     if tasks < 1 or k < 2 or max_turns < 1:
         raise ValueError(f"need --tasks >= 1, --k >= 2 and --max-turns >= 1, got {tasks}, {k}, {max_turns}")
     subset = load_tasks("humaneval").subset(limit=tasks)
     live = gym.make(f"ConvCodeWorld-{combination}-v0", dataset=subset, executor=executor, max_turns=max_turns)
-    return CandidateChoiceEnv(live, SyntheticCandidates(), k=k)
+    return CandidateChoiceEnv(live, SyntheticCandidates(), k=k, hash_dim=hash_dim, candidate_hash_dim=candidate_hash_dim)
+
+
+class PassFractionShaping(gym.Wrapper):
+    """Training reward plus potential-based shaping ``scale * (gamma * p' - p)``, ``p`` the pass
+    fraction of the code judged last (0 before the first turn and after the episode ends).
+
+    Potential-based shaping leaves the optimal policy unchanged (Ng, Harada and Russell, 1999);
+    it only gives the learner a signal before the first pass. Evaluation uses the env's reward.
+    """
+
+    def __init__(self, env: gym.Env, scale: float, gamma: float) -> None:
+        super().__init__(env)
+        self.scale, self.gamma, self._potential = scale, gamma, 0.0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._potential = 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        potential = 0.0 if terminated or truncated else self.scale * float(info.get("pass_fraction", 0.0))
+        shaped = float(reward) + self.gamma * potential - self._potential
+        self._potential = potential
+        return obs, shaped, terminated, truncated, info
 
 
 def play(env: gym.Env, act: Callable[[np.ndarray], int], seeds: Sequence[int]) -> list[float]:
@@ -92,9 +121,10 @@ def run_seed(args: argparse.Namespace, seed: int, executor: Executor) -> dict[st
 
     started = time.perf_counter()
     env = Monitor(make_env(executor, tasks=args.tasks, k=args.k, max_turns=args.max_turns, combination=args.combination))
-    env.reset(seed=seed)
-    model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=min(64, args.n_steps), learning_rate=3e-4,
-                ent_coef=0.01, gamma=0.95, seed=seed, device="cpu", verbose=0)
+    train_env = PassFractionShaping(env, args.shaping, GAMMA) if args.shaping else env  # Monitor sees the env's reward
+    train_env.reset(seed=seed)
+    model = PPO("MlpPolicy", train_env, n_steps=args.n_steps, batch_size=min(64, args.n_steps), learning_rate=1e-3,
+                ent_coef=0.01, gamma=GAMMA, seed=seed, device="cpu", verbose=0)
     model.learn(total_timesteps=args.timesteps)
     curve = learning_curve(env.get_episode_rewards(), env.get_episode_lengths(), args.window)
     train_s = time.perf_counter() - started
@@ -138,8 +168,10 @@ def _plot(results: list[dict[str, Any]], path: str, window: int) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = base_parser(__doc__, "CI size: 1 seed, 128 timesteps, 6 evaluation episodes", "runs/sb3_ppo")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (default 0 1 2)")
-    p.add_argument("--timesteps", type=int, default=4096, help="PPO timesteps (turns) per seed (default 4096)")
-    p.add_argument("--n-steps", type=int, default=256, help="PPO rollout length (default 256)")
+    p.add_argument("--timesteps", type=int, default=3072, help="PPO timesteps (turns) per seed (default 3072)")
+    p.add_argument("--n-steps", type=int, default=128, help="PPO rollout length (default 128)")
+    p.add_argument("--shaping", type=float, default=0.5,
+                   help="scale of the potential-based pass-fraction shaping of the training reward; 0 = none (default 0.5)")
     p.add_argument("--eval-episodes", type=int, default=50, help="evaluation episodes per seed and policy (default 50)")
     p.add_argument("--tasks", type=int, default=8, help="the first N HumanEval tasks (default 8)")
     p.add_argument("--k", type=int, default=4, help="candidates per turn (default 4)")
