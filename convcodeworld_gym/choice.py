@@ -102,7 +102,7 @@ class FeedbackFeatures:
 
 def candidate_features(reply: str, previous_code: str, hash_dim: int = 16) -> np.ndarray:
     """Features of one candidate: compiles, size of its change to ``previous_code`` (lines
-    added / removed, similarity), relative length, and hashed tokens of the change."""
+    added / removed, line-level similarity), relative length, and hashed tokens of the change."""
     code = extract_code(reply)
     ok, _ = compilation_feedback(code)
     old_lines, new_lines = previous_code.splitlines(), code.splitlines()
@@ -112,7 +112,8 @@ def candidate_features(reply: str, previous_code: str, hash_dim: int = 16) -> np
             added.append(line[2:])
         elif line.startswith("- "):
             removed.append(line[2:])
-    similarity = difflib.SequenceMatcher(None, previous_code, code, autojunk=False).ratio() if previous_code else 0.0
+    # line-level: a character-level matcher without autojunk is quadratic and dominated every step
+    similarity = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).ratio() if previous_code else 0.0
     scale = max(len(old_lines), 1)
     head = [float(ok), len(added) / scale, len(removed) / scale, similarity,
             len(code) / max(len(previous_code), 1) if previous_code else 1.0, float(code.strip() == previous_code.strip())]

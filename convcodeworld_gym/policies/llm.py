@@ -2,6 +2,7 @@
 
 Holds:
     OpenAIPolicy   chat model as a policy; prompts from :mod:`.prompts`
+    user_prompt    this turn's user message for an observation
     LLMError       an endpoint failed for good (after retries, or at once on a client error)
     RETRYABLE_STATUS  HTTP statuses retried with backoff
 """
@@ -18,7 +19,7 @@ from ..tasks import Task
 from .base import Policy, PolicyEpisode, PolicyReply
 from .prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
 
-__all__ = ["OpenAIPolicy", "LLMError", "RETRYABLE_STATUS"]
+__all__ = ["OpenAIPolicy", "LLMError", "RETRYABLE_STATUS", "user_prompt"]
 
 #: Retried with exponential backoff; any other HTTP error fails at once.
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -33,14 +34,19 @@ class LLMError(ConvCodeWorldError):
         self.status = status
 
 
+def user_prompt(observation: Mapping[str, Any]) -> str:
+    """This turn's user message: the task at turn 0, else the previous code and its feedback."""
+    first = not observation.get("code") and int(observation.get("turn", 0)) == 0
+    return initial_prompt(str(observation["task"])) if first else refinement_prompt(observation)
+
+
 class _ChatEpisode(PolicyEpisode):
     def __init__(self, policy: OpenAIPolicy) -> None:
         self._policy = policy
         self._messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM_PROMPT}]
 
     def act(self, observation: Mapping[str, Any]) -> PolicyReply:
-        first = not observation.get("code") and int(observation.get("turn", 0)) == 0
-        user = initial_prompt(str(observation["task"])) if first else refinement_prompt(observation)
+        user = user_prompt(observation)
         if self._policy.history:
             self._messages.append({"role": "user", "content": user})
             messages = list(self._messages)
@@ -121,8 +127,33 @@ class OpenAIPolicy(Policy):
             "timeout_s": self.timeout_s,
         }
 
+    def turn_messages(self, observation: Mapping[str, Any]) -> list[dict[str, str]]:
+        """The messages of one turn without history: the system prompt and :func:`user_prompt`."""
+        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user_prompt(observation)}]
+
     def complete(self, messages: list[dict[str, str]]) -> PolicyReply:
         """One chat completion with retries; the first choice's text and the usage."""
+        response, latency = self._request(messages, self.n, None)
+        usage = response.usage
+        counts = (
+            {k: float(getattr(usage, k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+            if usage is not None
+            else {}
+        )
+        return PolicyReply(response.choices[0].message.content or "", counts, latency)
+
+    def sample(self, messages: list[dict[str, str]], n: int, seed: int | None = None) -> list[str]:
+        """The texts of all choices of one request for ``n`` samples (``seed`` sent when given).
+
+        An endpoint may return fewer than ``n`` choices; the caller decides what to do then.
+        """
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        response, _ = self._request(messages, n, seed)
+        return [choice.message.content or "" for choice in response.choices]
+
+    def _request(self, messages: list[dict[str, str]], n: int, seed: int | None) -> tuple[Any, float]:
+        """One chat-completions request with retries: (response with >= 1 choice, seconds taken)."""
         import openai
 
         started = time.perf_counter()
@@ -133,8 +164,10 @@ class OpenAIPolicy(Policy):
                 kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
                 if self.max_tokens is not None:
                     kwargs["max_tokens"] = self.max_tokens
-                if self.n != 1:
-                    kwargs["n"] = self.n
+                if n != 1:
+                    kwargs["n"] = n
+                if seed is not None:
+                    kwargs["seed"] = seed
                 response = self._client.chat.completions.create(**kwargs)
             except openai.APIStatusError as exc:
                 status, problem = exc.status_code, _error_message(exc)
@@ -147,13 +180,7 @@ class OpenAIPolicy(Policy):
             else:
                 if not response.choices:
                     raise LLMError(f"{where} returned no choices", 200)
-                usage = response.usage
-                counts = (
-                    {k: float(getattr(usage, k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-                    if usage is not None
-                    else {}
-                )
-                return PolicyReply(response.choices[0].message.content or "", counts, time.perf_counter() - started)
+                return response, time.perf_counter() - started
             if attempt == self.max_retries:
                 detail = f"HTTP {status}: {problem}" if status is not None else problem
                 raise LLMError(f"{where} failed after {attempt + 1} attempt(s): {detail}", status)

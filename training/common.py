@@ -1,0 +1,57 @@
+"""What the SB3 and bandit programs share: headless plotting and the feedback check.
+
+The programs run as scripts (``python training/<name>.py``), so this module is imported
+from their own directory.
+
+Holds:
+    pyplot             matplotlib's pyplot on the headless Agg backend
+    save_figure        lay out, write a PNG and close
+    require_no_verbal  refuse a combination with verbal feedback (a simulated user every turn)
+    base_parser        the arguments both programs take: --smoke, --combination, --out
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from convcodeworld_gym.combos import FeedbackConfig
+
+__all__ = ["pyplot", "save_figure", "require_no_verbal", "base_parser"]
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` with the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: str) -> None:
+    """Tight layout, write ``path`` (PNG, 120 dpi), close the figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)
+
+
+def require_no_verbal(combination: str) -> None:
+    """Exit with a message naming ``--combination`` unless it is a valid combination without verbal feedback."""
+    try:
+        config = FeedbackConfig.parse(combination)
+    except ValueError as exc:
+        raise SystemExit(f"--combination {combination!r}: {exc}") from None
+    if config.verbal != "none":
+        raise SystemExit(f"--combination {combination}: use one without verbal feedback (e.g. CF-EF_full); "
+                         "a simulated user would be asked every turn")
+
+
+def base_parser(doc: str, smoke_help: str, out_default: str) -> argparse.ArgumentParser:
+    """A parser described by ``doc``'s first paragraph, with ``--smoke``, ``--combination`` and ``--out``."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help=smoke_help)
+    p.add_argument("--combination", default="CF-EF_full", help="feedback combination without verbal feedback (default CF-EF_full)")
+    p.add_argument("--out", default=out_default, help=f"output directory (default {out_default})")
+    return p
