@@ -4,7 +4,7 @@ Holds:
     OpenAIPolicy   chat model as a policy; prompts from :mod:`.prompts`
     user_prompt    this turn's user message for an observation
     LLMError       an endpoint failed for good (after retries, or at once on a client error)
-    RETRYABLE_STATUS  HTTP statuses retried with backoff
+    RETRYABLE_STATUS  HTTP statuses retried with backoff (from :mod:`..chat`, the one retry loop)
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..chat import RETRYABLE_STATUS, ChatFailure, request_with_retries
 from ..errors import ConvCodeWorldError
 from ..tasks import Task
 from .base import Policy, PolicyEpisode, PolicyReply
 from .prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
 
 __all__ = ["OpenAIPolicy", "LLMError", "RETRYABLE_STATUS", "user_prompt"]
-
-#: Retried with exponential backoff; any other HTTP error fails at once.
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
 class LLMError(ConvCodeWorldError):
@@ -72,7 +70,7 @@ class OpenAIPolicy(Policy):
         history: send the whole conversation (every earlier prompt and reply) instead of
             only the task, the previous code and this turn's feedback (the reference's way).
         max_retries, backoff_s, timeout_s: a request that times out, cannot connect, or gets
-            a status in :data:`RETRYABLE_STATUS` is retried up to ``max_retries`` times,
+            a status in :data:`RETRYABLE_STATUS` or any 5xx is retried up to ``max_retries`` times,
             waiting ``backoff_s * 2**k`` seconds (at most 60); then :class:`LLMError`.
     """
 
@@ -154,50 +152,35 @@ class OpenAIPolicy(Policy):
 
     def _request(self, messages: list[dict[str, str]], n: int, seed: int | None) -> tuple[Any, float]:
         """One chat-completions request with retries: (response with >= 1 choice, seconds taken)."""
-        import openai
-
         started = time.perf_counter()
         where = f"LLM endpoint {self.base_url} (model {self.model!r})"
-        for attempt in range(self.max_retries + 1):
-            status: int | None = None
-            try:
-                kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
-                if self.max_tokens is not None:
-                    kwargs["max_tokens"] = self.max_tokens
-                if n != 1:
-                    kwargs["n"] = n
-                if seed is not None:
-                    kwargs["seed"] = seed
-                response = self._client.chat.completions.create(**kwargs)
-            except openai.APIStatusError as exc:
-                status, problem = exc.status_code, _error_message(exc)
-                if status not in RETRYABLE_STATUS:
-                    raise LLMError(f"{where} answered HTTP {status}: {problem}. {_hint(status)}", status) from None
-            except openai.APITimeoutError:
-                problem = f"no answer within {self.timeout_s:g} s"
-            except openai.APIConnectionError as exc:
-                problem = f"cannot connect ({exc.__cause__ or exc}); is the server running at that URL?"
-            else:
-                if not response.choices:
-                    raise LLMError(f"{where} returned no choices", 200)
-                return response, time.perf_counter() - started
-            if attempt == self.max_retries:
-                detail = f"HTTP {status}: {problem}" if status is not None else problem
-                raise LLMError(f"{where} failed after {attempt + 1} attempt(s): {detail}", status)
-            time.sleep(min(60.0, self.backoff_s * 2**attempt))
-        raise AssertionError("unreachable")
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
+        if n != 1:
+            kwargs["n"] = n
+        if seed is not None:
+            kwargs["seed"] = seed
+
+        def send() -> Any:
+            response = self._client.chat.completions.create(**kwargs)
+            if not response.choices:
+                raise LLMError(f"{where} returned no choices", 200)
+            return response
+
+        try:
+            response = request_with_retries(send, retries=self.max_retries, backoff_s=self.backoff_s, cap_s=60.0,
+                                            timeout_s=self.timeout_s)
+        except ChatFailure as failure:
+            if not failure.retried_out:
+                raise LLMError(f"{where} answered HTTP {failure.status}: {failure.problem}. {_hint(failure.status or 0)}",
+                               failure.status) from None
+            detail = f"HTTP {failure.status}: {failure.problem}" if failure.status is not None else failure.problem
+            raise LLMError(f"{where} failed after {failure.attempts} attempt(s): {detail}", failure.status) from None
+        return response, time.perf_counter() - started
 
     def close(self) -> None:
         self._client.close()
-
-
-def _error_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return str(getattr(exc, "message", exc))
 
 
 def _hint(status: int) -> str:

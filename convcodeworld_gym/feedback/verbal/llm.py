@@ -22,6 +22,7 @@ from typing import Any
 
 import openai
 
+from ...chat import ChatFailure, Malformed, request_with_retries
 from ...errors import SimulatorError
 from ..context import TurnContext, Usage, VerbalReply
 from .cache import FeedbackCache, cache_key
@@ -35,21 +36,14 @@ DEFAULT_MODEL = "gpt-4o"
 #: The reference's reply limit for the simulator (its DSPy LM was built with ``max_tokens=2048``).
 DEFAULT_MAX_TOKENS = 2048
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-_RETRIABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
-
-
-class _Malformed(Exception):
-    """The server answered 200 with a body that holds no usable message."""
-
-
 def _read(response: Any) -> tuple[str, Usage]:
-    """The message text and token usage of a chat completion; :class:`_Malformed` if it has no text."""
+    """The message text and token usage of a chat completion; :class:`Malformed` if it has no text."""
     try:
         content = response.choices[0].message.content
     except (AttributeError, TypeError, IndexError, KeyError) as exc:
-        raise _Malformed(f"the reply is not a chat completion ({exc})") from exc
+        raise Malformed(f"the reply is not a chat completion ({exc})") from exc
     if not isinstance(content, str) or not content.strip():
-        raise _Malformed("the reply holds no message text")
+        raise Malformed("the reply holds no message text")
     used = getattr(response, "usage", None)
     return content, Usage(getattr(used, "prompt_tokens", 0) or 0, getattr(used, "completion_tokens", 0) or 0, 1)
 
@@ -102,7 +96,7 @@ class LLMSimulator:
             self.params["max_tokens"] = int(max_tokens)
         if seed is not None:
             self.params["seed"] = int(seed)
-        self.retries, self.backoff_s, self._sleep = retries, backoff_s, sleep
+        self.retries, self.backoff_s, self.timeout_s, self._sleep = retries, backoff_s, timeout_s, sleep
         self._client = openai.OpenAI(base_url=self.endpoint, api_key=api_key or "EMPTY", max_retries=0, timeout=timeout_s)
         self.source = f"llm:{model}"
 
@@ -152,27 +146,21 @@ class LLMSimulator:
         return content, usage, False
 
     def _request(self, messages: list[dict[str, str]]) -> tuple[str, Usage]:
-        """One answer from the API, retrying transient failures with exponential backoff."""
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self._sleep(min(30.0, self.backoff_s * 2 ** (attempt - 1)))
-            try:
-                response = self._client.chat.completions.create(model=self.model, messages=messages, **self.params)  # type: ignore[arg-type]
-                return _read(response)
-            except openai.APIStatusError as exc:
-                if not isinstance(exc, _RETRIABLE):
-                    raise self._error(exc, attempt + 1) from exc
-                last = exc
-            except (*_RETRIABLE, _Malformed, ValueError) as exc:  # ValueError: a body that is not JSON
-                last = exc
-        assert last is not None
-        raise self._error(last, self.retries + 1) from last
+        """One answer from the API, retrying transient failures with exponential backoff (see :mod:`...chat`)."""
 
-    def _error(self, exc: Exception, tries: int) -> SimulatorError:
-        status = getattr(exc, "status_code", None)
-        what = f"HTTP {status}" if status is not None else type(exc).__name__
-        detail = str(exc).splitlines()[0][:300] if str(exc) else ""
+        def send() -> tuple[str, Usage]:
+            return _read(self._client.chat.completions.create(model=self.model, messages=messages, **self.params))  # type: ignore[arg-type]
+
+        try:
+            return request_with_retries(send, retries=self.retries, backoff_s=self.backoff_s, cap_s=30.0,
+                                        timeout_s=self.timeout_s, sleep=self._sleep)
+        except ChatFailure as failure:
+            raise self._error(failure) from failure.cause
+
+    def _error(self, failure: ChatFailure) -> SimulatorError:
+        status, tries = failure.status, failure.attempts
+        what = f"HTTP {status}" if status is not None else type(failure.cause).__name__
+        detail = str(failure.cause).splitlines()[0][:300] if str(failure.cause) else ""
         hint = (
             "check the model name, the key and the base URL"
             if status in (400, 401, 403, 404)
