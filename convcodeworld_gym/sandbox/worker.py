@@ -21,6 +21,7 @@ Holds:
     main        the worker's loop
     run_child   what the confined child does (judge or in-process)
     establish   confine the worker itself as far as the machine allows
+    Hardening   the seccomp and Landlock layers each confined child adds to itself
     judge_source  the judge's test module, aligned line for line with the in-process one
 """
 
@@ -36,27 +37,114 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import confine
+from . import confine, landlock, seccomp
 from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .judge import Channel, Mode, ProgramGone, ProgramProxy, safe_loads, serve_program
 from .local import child_env, collect_events, describe_exit
 
-__all__ = ["main", "run_child", "establish", "judge_source"]
+__all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
 
 
-def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> Confinement:
-    """Confine this worker as far as the machine allows; returns what was achieved."""
+@dataclass(frozen=True)
+class Hardening:
+    """The layers the confined child adds to itself before its job: a seccomp filter and a Landlock domain.
+
+    Attributes:
+        seccomp_filter: the filter program (:func:`.seccomp.build_filter`), or None when not available.
+        landlock_read: paths the program may read beneath, or None when Landlock is not available.
+        landlock_abi: the kernel's Landlock ABI version.
+    """
+
+    seccomp_filter: bytes | None = None
+    landlock_read: tuple[str, ...] | None = None
+    landlock_abi: int = 0
+
+    def apply(self) -> tuple[str, ...]:
+        """Enter the Landlock domain, then load the filter (both inherited by every later child); irreversible.
+
+        Returns the feature names achieved. Raises OSError when a layer fails: the caller must not run the job.
+        """
+        features: tuple[str, ...] = ()
+        if self.landlock_read is not None:
+            confine.prctl(_PR_SET_NO_NEW_PRIVS, 1)
+            features += landlock.restrict(self.landlock_read, landlock.write_paths(), self.landlock_abi)
+        if self.seccomp_filter is not None:
+            seccomp.install(self.seccomp_filter)
+            features += ("seccomp",)
+        return features
+
+
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+def _refused(action: Callable[[], object]) -> bool:
+    try:
+        action()
+    except PermissionError:
+        return True
+    return False
+
+
+def _probe(layer: Hardening, refused: Callable[[], object]) -> str | None:
+    """Apply ``layer`` in a forked child and check that ``refused`` now raises PermissionError; None if so, else why not."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            layer.apply()
+            os._exit(0 if _refused(refused) else 2)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return None if code == 0 else ("it could not be applied" if code == 1 else "it did not hold in a probe")
+
+
+def _inet_socket() -> None:
+    import socket
+
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+
+
+def _harden(readable: list[str]) -> tuple[Hardening, list[str], list[str]]:
+    """Which of seccomp and Landlock this machine enforces: the hardening to apply, its features, what is missing."""
+    missing: list[str] = []
+    arch = seccomp.current_arch()
+    seccomp_filter = seccomp.build_filter(arch) if arch is not None else None
+    if seccomp_filter is None:
+        missing.append(f"seccomp: no filter for this architecture ({os.uname().machine})")
+    elif (why := _probe(Hardening(seccomp_filter=seccomp_filter), _inet_socket)) is not None:
+        missing.append(f"seccomp: {why}")
+        seccomp_filter = None
+    version = landlock.abi()
+    read = tuple(landlock.read_paths(readable))
+    if version < 1:
+        missing.append("landlock: not available in this kernel")
+        read = None
+    elif (why := _probe(Hardening(landlock_read=read, landlock_abi=version), lambda: os.listdir("/"))) is not None:
+        missing.append(f"landlock: {why}")
+        read = None
+    hardening = Hardening(seccomp_filter, read, version)
+    features = ["seccomp"] if seccomp_filter is not None else []
+    if read is not None:
+        features += ["landlock_fs"] + (["landlock_net"] if version >= 4 else []) + (["landlock_scope"] if version >= 6 else [])
+        if version < 4:
+            missing.append(f"landlock network rules: ABI {version} < 4")
+    return hardening, features, missing
+
+
+def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> tuple[Confinement, Hardening]:
+    """Confine this worker as far as the machine allows; returns what was achieved and what each child adds."""
     missing: list[str] = []
     features: list[str] = ["process_group", "scrubbed_env", "closed_fds", "private_workdir", "output_cap"]
     if os.geteuid() != 0:
         uid = os.getuid()
         missing.append("uid: the executor does not run as root, so it cannot switch to a sandbox uid")
-        return Confinement(Level.PROCESS, uid, tuple(features), tuple(missing))
+        return Confinement(Level.PROCESS, uid, tuple(features), tuple(missing)), Hardening()
     level = Level.UID
     features += ["non_root_uid", "rlimits", "not_dumpable"]
     try:
@@ -66,8 +154,12 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> Confi
         features.append("pidns")
     except OSError as exc:
         missing.append(f"namespaces: {exc}")
-    missing += ["seccomp: not implemented", "landlock: not implemented"]
-    return Confinement(level, uid, tuple(features), tuple(missing))
+    hardening, hardened, lacking = _harden(readable)
+    features += hardened
+    missing += lacking
+    if level is Level.NAMESPACES and hardening.seccomp_filter is not None and hardening.landlock_read is not None:
+        level = Level.FULL
+    return Confinement(level, uid, tuple(features), tuple(missing)), hardening
 
 
 def _probe_pid_namespace() -> None:
@@ -93,11 +185,13 @@ def _import_quietly(names: list[str]) -> None:
             pass
 
 
-def run_child(job_fd: int, confinement: Confinement, settings: SandboxSettings, workdir: str, result_fd: int) -> None:
+def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, settings: SandboxSettings, workdir: str,
+              result_fd: int) -> None:
     """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``.
 
-    The child is made (and confined) before its job exists, so a run's critical path holds no
-    namespace setup and at most one fork. Never returns.
+    The child is made (and confined: uid, rlimits, Landlock, seccomp) before its job exists, so a run's
+    critical path holds no confinement setup and at most one fork. If a layer the worker reported cannot
+    be applied, the run fails with that reason and the job never runs. Never returns.
     """
     try:
         os.setsid()
@@ -113,6 +207,11 @@ def run_child(job_fd: int, confinement: Confinement, settings: SandboxSettings, 
     os.environ.clear()
     os.environ.update(child_env(workdir))
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    try:
+        hardening.apply()
+    except OSError as exc:
+        emit(result_fd, {"e": "crash", "tb": f"SandboxError: the sandbox could not confine this run ({exc}); it was not run."})
+        os._exit(0)
     # The program's process is forked now too, before the job: it waits for the program.
     to_prog_r, to_prog_w = os.pipe()
     to_judge_r, to_judge_w = os.pipe()
@@ -190,8 +289,9 @@ class _Spare:
     imported: frozenset[str]
 
 
-def _make_spare(confinement: Confinement, settings: SandboxSettings, counter: int, imported: frozenset[str]) -> _Spare:
-    namespaced = confinement.level is Level.NAMESPACES
+def _make_spare(confinement: Confinement, hardening: Hardening, settings: SandboxSettings, counter: int,
+                imported: frozenset[str]) -> _Spare:
+    namespaced = confinement.level.at_least(Level.NAMESPACES)
     # Namespaced: the dir is made by the helper inside the run's own fresh /tmp, which vanishes with the run.
     workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced else tempfile.mkdtemp(prefix="ccw_")
     read_fd, write_fd = os.pipe()
@@ -209,7 +309,7 @@ def _make_spare(confinement: Confinement, settings: SandboxSettings, counter: in
             child = os.fork()
             if child == 0:
                 os.close(pid_w)
-                run_child(job_r, confinement, settings, workdir, write_fd)
+                run_child(job_r, confinement, hardening, settings, workdir, write_fd)
             os.close(write_fd)
             os.close(job_r)
             os.write(pid_w, str(child).encode())
@@ -293,7 +393,7 @@ def main() -> None:
         os.dup2(null, fd)
     os.environ.update(child_env(confine.SANDBOX_ROOT))
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
-    confinement = establish(settings, config["uid"], config["readable"])
+    confinement, hardening = establish(settings, config["uid"], config["readable"])
     _import_quietly(config.get("preload", []))
     out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
     out.flush()
@@ -312,7 +412,7 @@ def main() -> None:
                     _finish(spare, [])
                     spare = None
             if spare is None:
-                spare = _make_spare(confinement, settings, counter, frozenset(attempted))
+                spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted))
             used, spare = spare, None
             reply, status = _run_on(used, job)
         except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive
@@ -323,7 +423,7 @@ def main() -> None:
         if used is not None:
             _finish(used, status)
         counter += 1
-        spare = _make_spare(confinement, settings, counter, frozenset(attempted))
+        spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted))
 
 if __name__ == "__main__":
     main()
