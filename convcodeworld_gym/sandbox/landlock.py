@@ -7,7 +7,7 @@ A Landlock domain, once the calling process enters it, limits it and every proce
   run's private ``/tmp`` (its work dir is in there) and ``/dev/shm``, plus writing ``/dev/null``
   and friends. Everything else (``/home``, ``/root``, ``/var``, ``/srv``, other checkouts, ...) is
   invisible, whatever the mount layer would allow;
-* **network** (ABI >= 4): no TCP bind or connect at all;
+* **network** (ABI >= 4, a nested domain for runs without network): no TCP bind or connect at all;
 * **scopes** (ABI >= 6): no signal to a process outside the domain, no connection to an abstract
   unix socket outside it.
 
@@ -18,6 +18,7 @@ Holds:
     read_paths     the paths the program may read and execute beneath
     write_paths    the paths the program may write beneath
     restrict       build the domain and enter it (irreversible); returns the feature names achieved
+    restrict_network  enter a nested domain without TCP bind/connect (runs without network)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Iterable
 
 from .confine import SANDBOX_ROOT, syscall
 
-__all__ = ["abi", "read_paths", "write_paths", "restrict"]
+__all__ = ["abi", "read_paths", "write_paths", "restrict", "restrict_network"]
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
@@ -104,11 +105,28 @@ def _add_path(ruleset: int, path: str, access: int) -> None:
         os.close(fd)
 
 
+def restrict_network(version: int) -> None:
+    """Enter a further (nested) Landlock domain that allows no TCP bind or connect at all (ABI >= 4).
+
+    Raises:
+        OSError: the ABI has no network rules, or a call failed.
+    """
+    if version < 4:
+        raise OSError(f"Landlock ABI {version} has no network rules (needs 4)")
+    attr = _RulesetAttr(handled_access_net=_NET_BIND_TCP | _NET_CONNECT_TCP)
+    ruleset = syscall(_CREATE_RULESET, ctypes.addressof(attr), 16, 0)
+    try:
+        syscall(_RESTRICT_SELF, ruleset, 0)
+    finally:
+        os.close(ruleset)
+
+
 def restrict(readable: Iterable[str], writable: Iterable[str], version: int | None = None) -> tuple[str, ...]:
-    """Enter a Landlock domain: read/execute beneath ``readable``, everything beneath ``writable``, no TCP, scoped signals.
+    """Enter a Landlock domain: read/execute beneath ``readable``, everything beneath ``writable``, scoped signals.
 
     Needs ``no_new_privs`` set (or CAP_SYS_ADMIN). Irreversible; inherited by children. Returns the
-    feature names achieved (``landlock_fs``, ``landlock_net``, ``landlock_scope``).
+    feature names achieved (``landlock_fs``, ``landlock_scope``). TCP is closed separately, per run
+    (:func:`restrict_network`).
 
     Raises:
         OSError: Landlock is absent (ABI 0) or a call failed.
@@ -120,10 +138,6 @@ def restrict(readable: Iterable[str], writable: Iterable[str], version: int | No
     features = ["landlock_fs"]
     attr = _RulesetAttr(handled_access_fs=fs_all)
     size = 8
-    if version >= 4:
-        attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
-        size = 16
-        features.append("landlock_net")
     if version >= 6:
         attr.scoped = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL
         size = 24

@@ -6,8 +6,10 @@ from the distribution), and the filter needed here is small enough to state dire
 The filter (see :func:`build_filter`):
 
 * kills the process on any system call from another ABI (i386 ``int 0x80`` on x86_64, x32 numbers);
-* ``socket``: only ``AF_UNIX`` (pipes between processes, ``multiprocessing``); every other family
-  (``AF_INET``, ``AF_INET6``, ``AF_PACKET``, ``AF_NETLINK``, ...) fails with ``EACCES``;
+* ``socket`` (a second filter, :func:`build_socket_filter`, stacked for runs without network): only
+  ``AF_UNIX`` (``multiprocessing``, socket pairs); every other family (``AF_INET``, ``AF_INET6``,
+  ``AF_PACKET``, ``AF_NETLINK``, ...) fails with ``EACCES``. Tasks whose tests serve on the run's own
+  loopback (a TCP echo server, ...) run without it, still inside their empty network namespace;
 * ``kill(-1, ...)`` fails with ``EPERM`` (signals to single processes and own groups stay; what
   they can reach is bounded by the run's PID namespace, the slot uid and Landlock's signal scope);
 * ``clone`` with any namespace flag fails with ``EPERM``; ``clone3`` fails with ``ENOSYS`` (its flags
@@ -21,7 +23,8 @@ Holds:
     Arch           the system-call numbers of one architecture
     ARCHES         the supported architectures, by ``platform.machine()``
     DENIED         the names of the calls refused outright
-    build_filter   the filter program for an architecture, as bytes of ``struct sock_filter``
+    build_filter   the base filter program for an architecture, as bytes of ``struct sock_filter``
+    build_socket_filter  the filter that leaves only AF_UNIX sockets
     install        set no_new_privs and load a filter into the calling thread (inherited by children)
 """
 
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 
 from .confine import prctl
 
-__all__ = ["Arch", "ARCHES", "DENIED", "build_filter", "install", "current_arch"]
+__all__ = ["Arch", "ARCHES", "DENIED", "build_filter", "build_socket_filter", "install", "current_arch"]
 
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 _RET_KILL_PROCESS, _RET_ERRNO, _RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
@@ -113,20 +116,33 @@ def _arg_block(nr: int, offset: int, test: int, value: int, hit: int, miss: int)
     return [_ins(_JEQ_K, nr, 0, 4), _ins(_LD_ABS_W, offset), _ins(test, value, 0, 1), _ins(_RET_K, hit), _ins(_RET_K, miss)]
 
 
-def build_filter(arch: Arch) -> bytes:
-    """The filter program (concatenated ``struct sock_filter``) described in the module docstring."""
-    n = arch.numbers
+def _prologue(arch: Arch) -> list[bytes]:
+    """Kill calls from another ABI; leave the call number in the accumulator."""
     prog = [_ins(_LD_ABS_W, _OFF_ARCH), _ins(_JEQ_K, arch.audit, 1, 0), _ins(_RET_K, _RET_KILL_PROCESS),
             _ins(_LD_ABS_W, _OFF_NR)]
     if arch.x32_bit:
         prog += [_ins(_JGE_K, _X32_SYSCALL_BIT, 0, 1), _ins(_RET_K, _RET_KILL_PROCESS)]
-    prog += _arg_block(n["socket"], _OFF_ARG0, _JEQ_K, socket.AF_UNIX, _RET_ALLOW, _errno(errno.EACCES))
+    return prog
+
+
+def build_filter(arch: Arch) -> bytes:
+    """The base filter program (concatenated ``struct sock_filter``): everything in the module docstring but sockets."""
+    n = arch.numbers
+    prog = _prologue(arch)
     prog += _arg_block(n["kill"], _OFF_ARG0, _JEQ_K, 0xFFFFFFFF, _errno(errno.EPERM), _RET_ALLOW)
     prog += _arg_block(n["clone"], _OFF_ARG0, _JSET_K, _CLONE_NAMESPACE_FLAGS, _errno(errno.EPERM), _RET_ALLOW)
     prog += _arg_block(n["ioctl"], _OFF_ARG1, _JEQ_K, _TIOCSTI, _errno(errno.EPERM), _RET_ALLOW)
     prog += [_ins(_JEQ_K, n["clone3"], 0, 1), _ins(_RET_K, _errno(errno.ENOSYS))]
     for name in DENIED:
         prog += [_ins(_JEQ_K, n[name], 0, 1), _ins(_RET_K, _errno(errno.EPERM))]
+    prog.append(_ins(_RET_K, _RET_ALLOW))
+    return b"".join(prog)
+
+
+def build_socket_filter(arch: Arch) -> bytes:
+    """A filter stacked on the base one for runs without network: ``socket()`` of any family but ``AF_UNIX`` fails (EACCES)."""
+    prog = _prologue(arch)
+    prog += _arg_block(arch.numbers["socket"], _OFF_ARG0, _JEQ_K, socket.AF_UNIX, _RET_ALLOW, _errno(errno.EACCES))
     prog.append(_ins(_RET_K, _RET_ALLOW))
     return b"".join(prog)
 

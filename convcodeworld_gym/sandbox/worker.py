@@ -53,31 +53,42 @@ __all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
 
 @dataclass(frozen=True)
 class Hardening:
-    """The layers the confined child adds to itself before its job: a seccomp filter and a Landlock domain.
+    """The layers the confined child adds to itself: seccomp and Landlock, in two steps.
+
+    :meth:`apply` runs in the spare before its job (off the critical path); :meth:`close_network`
+    runs when the job says the run gets no network (every task but those whose tests serve on the
+    run's own loopback, see :func:`.runtime.network_policy`): a stacked seccomp filter and a nested
+    Landlock domain, a few microseconds.
 
     Attributes:
-        seccomp_filter: the filter program (:func:`.seccomp.build_filter`), or None when not available.
+        seccomp_filter: the base filter (:func:`.seccomp.build_filter`), or None when not available.
+        socket_filter: the filter leaving only AF_UNIX sockets (:func:`.seccomp.build_socket_filter`), or None.
         landlock_read: paths the program may read beneath, or None when Landlock is not available.
         landlock_abi: the kernel's Landlock ABI version.
     """
 
     seccomp_filter: bytes | None = None
+    socket_filter: bytes | None = None
     landlock_read: tuple[str, ...] | None = None
     landlock_abi: int = 0
 
-    def apply(self) -> tuple[str, ...]:
-        """Enter the Landlock domain, then load the filter (both inherited by every later child); irreversible.
+    def apply(self) -> None:
+        """Enter the Landlock domain, then load the base filter (both inherited by every later child); irreversible.
 
-        Returns the feature names achieved. Raises OSError when a layer fails: the caller must not run the job.
+        Raises OSError when a layer fails: the caller must not run the job.
         """
-        features: tuple[str, ...] = ()
         if self.landlock_read is not None:
             confine.prctl(_PR_SET_NO_NEW_PRIVS, 1)
-            features += landlock.restrict(self.landlock_read, landlock.write_paths(), self.landlock_abi)
+            landlock.restrict(self.landlock_read, landlock.write_paths(), self.landlock_abi)
         if self.seccomp_filter is not None:
             seccomp.install(self.seccomp_filter)
-            features += ("seccomp",)
-        return features
+
+    def close_network(self) -> None:
+        """No sockets but AF_UNIX (seccomp) and no TCP bind/connect (Landlock ABI >= 4); irreversible. Raises OSError."""
+        if self.socket_filter is not None:
+            seccomp.install(self.socket_filter)
+        if self.landlock_read is not None and self.landlock_abi >= 4:
+            landlock.restrict_network(self.landlock_abi)
 
 
 _PR_SET_NO_NEW_PRIVS = 38
@@ -97,6 +108,7 @@ def _probe(layer: Hardening, refused: Callable[[], object]) -> str | None:
     if pid == 0:
         try:
             layer.apply()
+            layer.close_network()
             os._exit(0 if _refused(refused) else 2)
         except BaseException:  # noqa: BLE001
             os._exit(1)
@@ -114,12 +126,13 @@ def _harden(readable: list[str]) -> tuple[Hardening, list[str], list[str]]:
     """Which of seccomp and Landlock this machine enforces: the hardening to apply, its features, what is missing."""
     missing: list[str] = []
     arch = seccomp.current_arch()
-    seccomp_filter = seccomp.build_filter(arch) if arch is not None else None
-    if seccomp_filter is None:
+    base = seccomp.build_filter(arch) if arch is not None else None
+    sockets = seccomp.build_socket_filter(arch) if arch is not None else None
+    if arch is None:
         missing.append(f"seccomp: no filter for this architecture ({os.uname().machine})")
-    elif (why := _probe(Hardening(seccomp_filter=seccomp_filter), _inet_socket)) is not None:
+    elif (why := _probe(Hardening(seccomp_filter=base, socket_filter=sockets), _inet_socket)) is not None:
         missing.append(f"seccomp: {why}")
-        seccomp_filter = None
+        base = sockets = None
     version = landlock.abi()
     read = tuple(landlock.read_paths(readable))
     if version < 1:
@@ -128,8 +141,8 @@ def _harden(readable: list[str]) -> tuple[Hardening, list[str], list[str]]:
     elif (why := _probe(Hardening(landlock_read=read, landlock_abi=version), lambda: os.listdir("/"))) is not None:
         missing.append(f"landlock: {why}")
         read = None
-    hardening = Hardening(seccomp_filter, read, version)
-    features = ["seccomp"] if seccomp_filter is not None else []
+    hardening = Hardening(base, sockets, read, version)
+    features = ["seccomp"] if base is not None else []
     if read is not None:
         features += ["landlock_fs"] + (["landlock_net"] if version >= 4 else []) + (["landlock_scope"] if version >= 6 else [])
         if version < 4:
@@ -221,9 +234,14 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, setti
             os.close(fd)
         channel = Channel(to_prog_r, to_judge_w)
         try:
-            program, module, entry = pickle.loads(channel.recv())
+            program, module, entry, network = pickle.loads(channel.recv())
         except ProgramGone:
             os._exit(0)
+        if network == "none":
+            try:
+                hardening.close_network()
+            except OSError:
+                os._exit(1)  # the judge closed its own network first and reports any failure
         sys.path.insert(0, workdir)
         serve_program(channel, program, module, entry)
         os._exit(0)
@@ -237,9 +255,16 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, setti
     cpu = int(job["limits"]["suite_timeout_s"] + 5)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     module, test_class, entry = job["module"], job["test_class"], job["entry_point"]
+    network = job.get("network", "none")
+    if network == "none":
+        try:
+            hardening.close_network()
+        except OSError as exc:
+            emit(result_fd, {"e": "crash", "tb": f"SandboxError: the sandbox could not close the network ({exc}); not run."})
+            os._exit(0)
     if job["mode"] == Mode.SPLIT.value:
         channel = Channel(to_judge_r, to_prog_w)
-        channel.send(pickle.dumps((job["program"], module, entry)))
+        channel.send(pickle.dumps((job["program"], module, entry, network)))
         try:
             first = safe_loads(channel.recv())
         except Exception as exc:  # noqa: BLE001
