@@ -11,6 +11,7 @@ Holds:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -84,7 +85,13 @@ def network_policy(task: Task) -> str:
     With ``"none"`` a run may open only ``AF_UNIX`` sockets (seccomp) and no TCP (Landlock). What a
     *program* imports never widens its own run: only the task's public text decides.
     """
-    used = imported_modules(task.header + task.ground_truth) | imported_modules(task.test)
+    return _network_policy(task.header + task.ground_truth, task.test)
+
+
+@functools.lru_cache(maxsize=4096)
+def _network_policy(solution: str, test: str) -> str:
+    """:func:`network_policy` of the texts, parsed once per task (a string caches its own hash)."""
+    used = imported_modules(solution) | imported_modules(test)
     return "loopback" if used & NETWORK_MODULES else "none"
 
 

@@ -393,6 +393,11 @@ def _run_on(spare: _Spare, job: dict[str, Any]) -> tuple[dict[str, Any], list[in
         return bool(status)
 
     events, stop_reason = collect_events(spare.result_r, limits, exited)
+    if stop_reason is None and events and events[-1].get("e") in ("done", "crash"):
+        # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
+        # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
+        reply = {"events": events, "stop_reason": None, "exit_desc": "ended", "run_s": time.monotonic() - started}
+        return reply, status
     if spare.child > 0 and not status:
         try:
             os.kill(spare.child, signal.SIGKILL)
