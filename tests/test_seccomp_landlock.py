@@ -21,6 +21,9 @@ from collections.abc import Callable
 import pytest
 
 from convcodeworld_gym.sandbox import landlock, seccomp
+from convcodeworld_gym.sandbox.runtime import network_policy
+from convcodeworld_gym.sandbox.worker import Hardening
+from convcodeworld_gym.tasks import Task
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWUSER = 0x10000000
@@ -174,3 +177,18 @@ def test_a_seccomp_filter_from_another_architecture_kills_the_process():
             os._exit(0)
     _, status = os.waitpid(pid, 0)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSYS, status
+
+
+def test_network_policy_reads_only_the_tasks_own_text():
+    tests = "import unittest\nclass TestCases(unittest.TestCase):\n    def test_a(self):\n        task_func()\n"
+    plain = Task("p/plain", "", "import os\ndef task_func():\n", "task_func", "    return 1\n", tests)
+    served = Task("p/served", "", "import os\ndef task_func():\n", "task_func", "    return 1\n", "import socket\n" + tests)
+    uses = Task("p/uses", "", "import os\ndef task_func():\n", "task_func", "    import urllib.request\n    return 1\n", tests)
+    assert (network_policy(plain), network_policy(served), network_policy(uses)) == ("none", "loopback", "loopback")
+
+
+def test_a_layer_that_cannot_be_applied_raises_so_the_run_is_refused():
+    need_seccomp()
+    got = in_child(lambda: None, {"empty_filter": lambda: Hardening(seccomp_filter=b"").apply(),
+                                  "bad_landlock": lambda: Hardening(landlock_read=("/usr",), landlock_abi=0).apply()})
+    assert got["empty_filter"] == "EINVAL" and got["bad_landlock"] != "ok", got

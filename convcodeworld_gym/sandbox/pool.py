@@ -161,7 +161,7 @@ class SandboxExecutor(Executor):
         workers: number of worker slots (default: the CPUs available).
         settings: sandbox sizes and rlimits.
         require: fail closed: raise :class:`~convcodeworld_gym.errors.ExecutorError` unless every worker
-            reaches this :class:`~.confine.Level` (``"namespaces"``, ``"uid"`` or ``"process"``).
+            reaches this :class:`~.confine.Level` (``"full"``, ``"namespaces"``, ``"uid"`` or ``"process"``).
         judge: ``"auto"`` (per task, calibrated), ``"split"`` or ``"inprocess"`` for every task.
         calibrate: measure each task's canonical solution once to set its mode and time limit.
         time_policy: floor / factor / cap of calibrated time limits.
