@@ -56,10 +56,10 @@ __all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
 class Hardening:
     """The layers the confined child adds to itself: seccomp and Landlock, in two steps.
 
-    :meth:`apply` runs in the spare before its job (off the critical path); :meth:`close_network`
-    runs when the job says the run gets no network (every task but those whose tests serve on the
-    run's own loopback, see :func:`.runtime.network_policy`): a stacked seccomp filter and a nested
-    Landlock domain, a few microseconds.
+    Both run in the spare before its job (off the critical path): :meth:`apply` always,
+    :meth:`close_network` for spares made for runs without network (every task but those whose
+    tests serve on the run's own loopback, see :func:`.runtime.network_policy`); a job whose
+    network differs from its spare's gets a fresh spare.
 
     Attributes:
         seccomp_filter: the base filter (:func:`.seccomp.build_filter`), or None when not available.
@@ -238,8 +238,8 @@ def warm_up() -> None:
             pass
 
 
-def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, settings: SandboxSettings, workdir: str,
-              result_fd: int) -> None:
+def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, network: str, settings: SandboxSettings,
+              workdir: str, result_fd: int) -> None:
     """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``.
 
     The child is made (and confined: uid, rlimits, Landlock, seccomp) before its job exists, so a run's
@@ -262,6 +262,8 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, setti
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     try:
         hardening.apply()
+        if network == "none":
+            hardening.close_network()
     except OSError as exc:
         emit(result_fd, {"e": "crash", "tb": f"SandboxError: the sandbox could not confine this run ({exc}); it was not run."})
         os._exit(0)
@@ -274,14 +276,9 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, setti
             os.close(fd)
         channel = Channel(to_prog_r, to_judge_w)
         try:
-            program, module, entry, network = pickle.loads(channel.recv())
+            program, module, entry = pickle.loads(channel.recv())
         except ProgramGone:
             os._exit(0)
-        if network == "none":
-            try:
-                hardening.close_network()
-            except OSError:
-                os._exit(1)  # the judge closed its own network first and reports any failure
         sys.path.insert(0, workdir)
         serve_program(channel, program, module, entry)
         os._exit(0)
@@ -295,16 +292,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, setti
     cpu = int(job["limits"]["suite_timeout_s"] + 5)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     module, test_class, entry = job["module"], job["test_class"], job["entry_point"]
-    network = job.get("network", "none")
-    if network == "none":
-        try:
-            hardening.close_network()
-        except OSError as exc:
-            emit(result_fd, {"e": "crash", "tb": f"SandboxError: the sandbox could not close the network ({exc}); not run."})
-            os._exit(0)
+    if job.get("network", "none") != network:  # the worker matches spares to jobs; never run with more network
+        emit(result_fd, {"e": "crash", "tb": f"SandboxError: this run was prepared with network {network!r}; not run."})
+        os._exit(0)
     if job["mode"] == Mode.SPLIT.value:
         channel = Channel(to_judge_r, to_prog_w)
-        channel.send(pickle.dumps((job["program"], module, entry, network)))
+        channel.send(pickle.dumps((job["program"], module, entry)))
         try:
             first = safe_loads(channel.recv())
         except Exception as exc:  # noqa: BLE001
@@ -352,10 +345,11 @@ class _Spare:
     workdir: str
     namespaced: bool
     imported: frozenset[str]
+    network: str
 
 
 def _make_spare(confinement: Confinement, hardening: Hardening, settings: SandboxSettings, counter: int,
-                imported: frozenset[str]) -> _Spare:
+                imported: frozenset[str], network: str) -> _Spare:
     namespaced = confinement.level.at_least(Level.NAMESPACES)
     # Namespaced: the dir is made by the helper inside the run's own fresh /tmp, which vanishes with the run.
     workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced else tempfile.mkdtemp(prefix="ccw_")
@@ -374,7 +368,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, settings: Sandbo
             child = os.fork()
             if child == 0:
                 os.close(pid_w)
-                run_child(job_r, confinement, hardening, settings, workdir, write_fd)
+                run_child(job_r, confinement, hardening, network, settings, workdir, write_fd)
             os.close(write_fd)
             os.close(job_r)
             os.write(pid_w, str(child).encode())
@@ -388,7 +382,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, settings: Sandbo
         os.close(fd)
     child_pid = int(os.read(pid_r, 32) or b"0")
     os.close(pid_r)
-    return _Spare(helper, child_pid, job_w, read_fd, workdir, namespaced, imported)
+    return _Spare(helper, child_pid, job_w, read_fd, workdir, namespaced, imported, network)
 
 
 def _finish(spare: _Spare, status: list[int]) -> None:
@@ -470,19 +464,24 @@ def main() -> None:
     counter = 0
     attempted: set[str] = set(config.get("preload", []))
     spare: _Spare | None = None
+    network = "none"  # what the next spare is made for: the last job's (runs of one task set tend to repeat it)
     for line in inp:
         counter += 1
         try:
             job = json.loads(line)
             wanted = set(job.get("preload", []))
+            network = job.get("network", "none")
             if not wanted <= attempted:  # import first, then fork: the child starts warm
                 _import_quietly(sorted(wanted - attempted))
                 attempted |= wanted
                 if spare is not None:
                     _finish(spare, [])
                     spare = None
+            if spare is not None and spare.network != network:
+                _finish(spare, [])
+                spare = None
             if spare is None:
-                spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted))
+                spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted), network)
             used, spare = spare, None
             reply, status = _run_on(used, job)
         except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive
@@ -493,7 +492,7 @@ def main() -> None:
         if used is not None:
             _finish(used, status)
         counter += 1
-        spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted))
+        spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted), network)
 
 if __name__ == "__main__":
     main()
