@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -147,7 +148,8 @@ ok = True
 
 
 def test_kill_parent_and_kill_all_in_pid_namespace(sandbox):
-    probe = succeed_if("ok = any(l.startswith('NSpid:') and len(l.split()) > 2 for l in open('/proc/self/status'))")
+    host_pidns = os.readlink("/proc/self/ns/pid")
+    probe = succeed_if(f"ok = os.readlink('/proc/self/ns/pid') != {host_pidns!r} and os.getpid() < 10")
     if not sandbox.run(SQUARE, probe).passed:
         pytest.skip("LOUD SKIP: the program does not run in its own PID namespace; kill(-1) would hit the host")
     killer = "import os, signal\ndef task_func(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    os.kill(-1, signal.SIGKILL)\n    return -1\n"
@@ -196,6 +198,25 @@ ok = found
         holder.kill()
         holder.wait()
 
+
+
+def test_host_processes_are_invisible_in_proc(sandbox):
+    marker = f"ccw-marker-{uuid.uuid4().hex}"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker])
+    try:
+        attack = f"""
+found = False
+for pid in os.listdir('/proc'):
+    try:
+        found = found or {marker!r}.encode() in open(f'/proc/{{pid}}/cmdline', 'rb').read()
+    except OSError:
+        pass
+ok = found
+"""
+        assert_rejected(sandbox, succeed_if(attack), "attack blocked")
+    finally:
+        holder.kill()
+        holder.wait()
 
 def test_socket_to_localhost_fails(sandbox):
     server = socket.socket()

@@ -13,6 +13,7 @@ Holds:
     SandboxSettings       sizes and limits of the confined child (tmpfs, address space, pids, ...)
     enter_worker_namespaces  new mount/net/ipc/uts namespaces, read-only root, private tmpfs /tmp
     enter_run_namespaces  per run: new PID namespace (next child is its pid 1), fresh tmpfs /tmp and /dev/shm
+    mount_run_proc        per run, in its pid 1: a /proc of the run's own processes
     bring_up_loopback     a loopback-only network
     drop_to               setgroups/setgid/setuid to the slot uid, rlimits, no dumping, death signal
     close_fds_except      close every inherited descriptor but the ones named
@@ -39,6 +40,7 @@ __all__ = [
     "enter_worker_namespaces",
     "enter_run_namespaces",
     "bring_up_loopback",
+    "mount_run_proc",
     "drop_to",
     "close_fds_except",
     "set_parent_death_signal",
@@ -56,6 +58,7 @@ _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+_MS_NOEXEC = 8
 _MNT_DETACH = 2
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 
@@ -235,6 +238,12 @@ def enter_run_namespaces(settings: SandboxSettings) -> None:
            f"mode=1777,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=64m,nr_inodes=1000")
+
+
+def mount_run_proc() -> None:
+    """In a run's pid 1 (as root, in its own PID and mount namespaces): a fresh ``/proc`` that shows only the
+    run's own processes, not the host's (their command lines, for one, are readable by every uid)."""
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
 
 
 def bring_up_loopback() -> None:

@@ -254,6 +254,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     confine.close_fds_except([result_fd, job_fd])
+    try:
+        if confinement.level.at_least(Level.NAMESPACES):
+            confine.mount_run_proc()
+    except OSError as exc:
+        emit(result_fd, {"e": "crash", "tb": f"SandboxError: the sandbox could not confine this run ({exc}); it was not run."})
+        os._exit(0)
     if confinement.level.at_least(Level.UID):
         confine.drop_to(confinement.uid, settings)
     os.chdir(workdir)
