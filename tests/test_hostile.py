@@ -179,44 +179,41 @@ ok = True
         subprocess.run(["rm", "-rf", victim_dir], check=False)
 
 
+def proc_scan(text: str, entry: str, found: str = "False") -> str:
+    """An attack that looks for ``text`` in ``/proc/*/ENTRY`` of every process it can see (``found`` starts it)."""
+    return f"""
+found = {found}
+for pid in os.listdir('/proc'):
+    try:
+        found = found or {text!r}.encode() in open(f'/proc/{{pid}}/{entry}', 'rb').read()
+    except OSError:
+        pass
+ok = found
+"""
+
+
+def assert_unseen_from_a_run(sandbox, argv: list[str], env: dict | None, attack: str) -> None:
+    """Hold a host process (``argv``) while ``attack`` runs in the sandbox: the attack must fail."""
+    holder = subprocess.Popen(argv, env=env)
+    try:
+        assert_rejected(sandbox, succeed_if(attack), "attack blocked")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_secrets_unreachable_from_env_and_proc(sandbox, monkeypatch):
     secret = f"sk-ccw-{uuid.uuid4().hex}"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
-    holder = subprocess.Popen(["sleep", "30"], env={"OPENAI_API_KEY": secret})
-    try:
-        attack = f"""
-found = os.environ.get('OPENAI_API_KEY') == {secret!r}
-for pid in os.listdir('/proc'):
-    try:
-        found = found or {secret!r}.encode() in open(f'/proc/{{pid}}/environ', 'rb').read()
-    except OSError:
-        pass
-ok = found
-"""
-        assert_rejected(sandbox, succeed_if(attack), "attack blocked")
-    finally:
-        holder.kill()
-        holder.wait()
-
+    attack = proc_scan(secret, "environ", found=f"os.environ.get('OPENAI_API_KEY') == {secret!r}")
+    assert_unseen_from_a_run(sandbox, ["sleep", "30"], {"OPENAI_API_KEY": secret}, attack)
 
 
 def test_host_processes_are_invisible_in_proc(sandbox):
-    marker = f"ccw-marker-{uuid.uuid4().hex}"
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker])
-    try:
-        attack = f"""
-found = False
-for pid in os.listdir('/proc'):
-    try:
-        found = found or {marker!r}.encode() in open(f'/proc/{{pid}}/cmdline', 'rb').read()
-    except OSError:
-        pass
-ok = found
-"""
-        assert_rejected(sandbox, succeed_if(attack), "attack blocked")
-    finally:
-        holder.kill()
-        holder.wait()
+    marker = f"ccw-marker-{uuid.uuid4().hex}"  # command lines are readable by every uid: only a run's own /proc hides them
+    argv = [sys.executable, "-c", "import time; time.sleep(30)", marker]
+    assert_unseen_from_a_run(sandbox, argv, None, proc_scan(marker, "cmdline"))
+
 
 def test_socket_to_localhost_fails(sandbox):
     server = socket.socket()
