@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -96,19 +97,26 @@ def test_confinement_level_is_reported_and_full_as_root(sandbox):
     conf = result.details["confinement"]
     assert result.passed and conf["level"] in {lvl.value for lvl in Level}
     if os.geteuid() == 0:
-        assert conf["level"] == "namespaces", conf
+        assert Level(conf["level"]).at_least("namespaces"), conf
         assert conf["uid"] != 0 and {"netns", "pidns", "readonly_root", "non_root_uid"} <= set(conf["features"])
+        if conf["level"] == "full":
+            assert {"seccomp", "landlock_fs"} <= set(conf["features"]) and not conf["missing"], conf
+        else:  # a kernel without seccomp or Landlock: the report says which and why
+            assert any(m.startswith(("seccomp", "landlock")) for m in conf["missing"]), conf
+    assert conf["network"] == "none"
     assert result.details["judge"] == "split"
 
 
-def test_require_fails_closed_when_level_unreachable():
+@pytest.mark.parametrize("level", ["namespaces", "full"])
+def test_require_fails_closed_when_level_unreachable(level):
     from convcodeworld_gym.errors import ExecutorError
 
-    with SandboxExecutor(workers=1, preload=(), require="namespaces") as ex:
-        if os.geteuid() == 0:
+    with SandboxExecutor(workers=1, preload=(), require=level) as ex:
+        reached = Level(ex.confinement.get("level", "process")) if os.geteuid() == 0 else Level.PROCESS
+        if reached.at_least(level):
             assert ex.run(SQUARE, SQUARE.ground_truth).passed
         else:
-            with pytest.raises(ExecutorError, match="below the required 'namespaces'"):
+            with pytest.raises(ExecutorError, match=f"below the required '{level}'"):
                 ex.run(SQUARE, SQUARE.ground_truth)
 
 
@@ -140,12 +148,14 @@ ok = True
 
 
 def test_kill_parent_and_kill_all_in_pid_namespace(sandbox):
-    probe = succeed_if("ok = any(l.startswith('NSpid:') and len(l.split()) > 2 for l in open('/proc/self/status'))")
+    host_pidns = os.readlink("/proc/self/ns/pid")
+    probe = succeed_if(f"ok = os.readlink('/proc/self/ns/pid') != {host_pidns!r} and os.getpid() < 10")
     if not sandbox.run(SQUARE, probe).passed:
         pytest.skip("LOUD SKIP: the program does not run in its own PID namespace; kill(-1) would hit the host")
     killer = "import os, signal\ndef task_func(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    os.kill(-1, signal.SIGKILL)\n    return -1\n"
-    assert_rejected(sandbox, killer, "AssertionError", "killed by signal SIGKILL", "No such process")
-    assert_rejected(sandbox, killer, "AssertionError", "killed by signal SIGKILL", "No such process", task=MOCKED)
+    assert_rejected(sandbox, killer, "AssertionError", "killed by signal SIGKILL", "No such process", "Operation not permitted")
+    assert_rejected(sandbox, killer, "AssertionError", "killed by signal SIGKILL", "No such process", "Operation not permitted",
+                    task=MOCKED)
     assert os.getpid() > 0 and sandbox.run(SQUARE, SQUARE.ground_truth).passed
 
 
@@ -169,24 +179,40 @@ ok = True
         subprocess.run(["rm", "-rf", victim_dir], check=False)
 
 
-def test_secrets_unreachable_from_env_and_proc(sandbox, monkeypatch):
-    secret = f"sk-ccw-{uuid.uuid4().hex}"
-    monkeypatch.setenv("OPENAI_API_KEY", secret)
-    holder = subprocess.Popen(["sleep", "30"], env={"OPENAI_API_KEY": secret})
-    try:
-        attack = f"""
-found = os.environ.get('OPENAI_API_KEY') == {secret!r}
+def proc_scan(text: str, entry: str, found: str = "False") -> str:
+    """An attack that looks for ``text`` in ``/proc/*/ENTRY`` of every process it can see (``found`` starts it)."""
+    return f"""
+found = {found}
 for pid in os.listdir('/proc'):
     try:
-        found = found or {secret!r}.encode() in open(f'/proc/{{pid}}/environ', 'rb').read()
+        found = found or {text!r}.encode() in open(f'/proc/{{pid}}/{entry}', 'rb').read()
     except OSError:
         pass
 ok = found
 """
+
+
+def assert_unseen_from_a_run(sandbox, argv: list[str], env: dict | None, attack: str) -> None:
+    """Hold a host process (``argv``) while ``attack`` runs in the sandbox: the attack must fail."""
+    holder = subprocess.Popen(argv, env=env)
+    try:
         assert_rejected(sandbox, succeed_if(attack), "attack blocked")
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_secrets_unreachable_from_env_and_proc(sandbox, monkeypatch):
+    secret = f"sk-ccw-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    attack = proc_scan(secret, "environ", found=f"os.environ.get('OPENAI_API_KEY') == {secret!r}")
+    assert_unseen_from_a_run(sandbox, ["sleep", "30"], {"OPENAI_API_KEY": secret}, attack)
+
+
+def test_host_processes_are_invisible_in_proc(sandbox):
+    marker = f"ccw-marker-{uuid.uuid4().hex}"  # command lines are readable by every uid: only a run's own /proc hides them
+    argv = [sys.executable, "-c", "import time; time.sleep(30)", marker]
+    assert_unseen_from_a_run(sandbox, argv, None, proc_scan(marker, "cmdline"))
 
 
 def test_socket_to_localhost_fails(sandbox):
@@ -196,9 +222,131 @@ def test_socket_to_localhost_fails(sandbox):
     port = server.getsockname()[1]
     try:
         attack = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\nok = True"
-        assert_rejected(sandbox, succeed_if(attack), "Network is unreachable", "Connection refused", "timed out")
+        assert_rejected(sandbox, succeed_if(attack), "Permission denied", "Network is unreachable", "Connection refused",
+                        "timed out")
     finally:
         server.close()
+
+
+def need_full(ex: SandboxExecutor, feature: str) -> None:
+    """Skip (loudly) unless the executor reached this hardening feature; a machine that should have it fails elsewhere."""
+    conf = ex.confinement
+    if feature not in conf.get("features", []):
+        pytest.skip(f"LOUD SKIP: no {feature} here (level {conf.get('level')}; missing: {conf.get('missing')})")
+
+
+@pytest.mark.parametrize("family", ["AF_INET", "AF_INET6", "AF_PACKET", "AF_NETLINK"])
+def test_seccomp_refuses_ip_and_raw_sockets_even_on_the_runs_own_loopback(sandbox, family):
+    need_full(sandbox, "seccomp")
+    # Without the filter each of these works inside the run's network namespace (a server on its own loopback).
+    attack = {
+        "AF_INET": "import socket\nsrv = socket.create_server(('127.0.0.1', 0))\n"
+                   "socket.create_connection(srv.getsockname(), timeout=2).close()\nok = True",
+        "AF_INET6": "import socket\nsocket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()\nok = True",
+        "AF_PACKET": "import socket\nsocket.socket(socket.AF_PACKET, socket.SOCK_DGRAM).close()\nok = True",
+        "AF_NETLINK": "import socket\nsocket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close()\nok = True",
+    }[family]
+    result = assert_rejected(sandbox, succeed_if(attack), "PermissionError: [Errno 13] Permission denied")
+    assert result.details["confinement"]["network"] == "none"
+
+
+SOCKET_TESTS = """import socket, threading, unittest
+class TestCases(unittest.TestCase):
+    def test_echo(self):
+        srv = socket.create_server(('127.0.0.1', 0))
+        def serve():
+            conn, _ = srv.accept()
+            conn.sendall(conn.recv(16))
+            conn.close()
+        threading.Thread(target=serve).start()
+        self.assertEqual(task_func(srv.getsockname()[1]), b'hi')
+"""
+ECHO = Task("hostile/echo", "Echo.", "import socket\ndef task_func(port):\n", "task_func",
+            "    with socket.create_connection(('127.0.0.1', port), timeout=5) as s:\n        s.sendall(b'hi')\n"
+            "        return s.recv(16)\n", SOCKET_TESTS)
+
+
+def test_a_task_whose_tests_serve_on_loopback_keeps_ip_sockets_but_no_outside_network(sandbox):
+    result = sandbox.run(ECHO, ECHO.ground_truth)
+    assert result.passed and result.details["confinement"]["network"] == "loopback", texts(result)
+    outside = ECHO.ground_truth.replace("'127.0.0.1'", "'192.0.2.1'")  # TEST-NET-1: unreachable in any case
+    assert not sandbox.run(ECHO, outside).passed
+
+
+def test_kill_of_every_process_is_refused_by_seccomp(sandbox):
+    need_full(sandbox, "seccomp")
+    # signal 0 only asks whether the call is allowed: harmless even where a weak sandbox lets it through
+    assert_rejected(sandbox, succeed_if("import signal\nos.kill(-1, 0)\nok = True"), "Operation not permitted")
+
+
+def test_signals_to_a_process_outside_the_run_fail(sandbox):
+    outsider = subprocess.Popen(["sleep", "30"])
+    try:
+        attack = f"import signal\nos.kill({outsider.pid}, 0)\nok = True"  # signal 0: harmless if it got through
+        assert_rejected(sandbox, succeed_if(attack), "No such process", "Operation not permitted")
+        assert outsider.poll() is None
+    finally:
+        outsider.kill()
+        outsider.wait()
+
+
+@pytest.mark.parametrize("call", ["unshare", "ptrace", "mount"])
+def test_namespace_tracing_and_mount_calls_are_refused(sandbox, call):
+    need_full(sandbox, "seccomp")
+    # Each succeeds for an unprivileged process without the filter (a new user namespace, PTRACE_TRACEME,
+    # a tmpfs in a user namespace of its own); each fails with EPERM under it.
+    attack = {
+        "unshare": "ok = libc.unshare(0x10000000) == 0",
+        "ptrace": "ok = libc.ptrace(0, 0, 0, 0) == 0",
+        "mount": "ok = libc.unshare(0x10000000 | 0x00020000) == 0 and libc.mount(b'none', b'/tmp', b'tmpfs', 0, None) == 0",
+    }[call]
+    program = succeed_if(f"import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n{attack}\n"
+                         "if not ok:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))")
+    assert_rejected(sandbox, program, "Operation not permitted")
+
+
+def test_landlock_refuses_writes_where_the_mounts_would_allow_them():
+    if os.geteuid() != 0:
+        pytest.skip("LOUD SKIP: needs root (mounts a world-writable tmpfs the sandbox can see)")
+    target = f"/var/tmp/ccw_landlock_{uuid.uuid4().hex}"
+    os.makedirs(target)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", target]).returncode == 0
+    try:
+        if not mounted:
+            pytest.skip("LOUD SKIP: could not mount a tmpfs")
+        # a fresh executor: its workers' mount namespaces copy this world-writable, read-write mount
+        with SandboxExecutor(workers=1, settings=SETTINGS, preload=()) as ex:
+            need_full(ex, "landlock_fs")
+            attack = f"with open('{target}/pwned', 'w') as fh:\n    fh.write('x')\nok = True"
+            assert_rejected(ex, succeed_if(attack), "Permission denied", task=SQUARE)
+            assert not os.path.exists(f"{target}/pwned")
+            legit = succeed_if("open('here.txt', 'w').write('x')\nopen('/tmp/t.txt', 'w').write('y')\n"
+                               "ok = open('here.txt').read() == 'x'")
+            assert ex.run(SQUARE, legit).passed
+    finally:
+        if mounted:
+            subprocess.run(["umount", target], check=False)
+        os.rmdir(target)
+
+
+LEGIT = """
+import multiprocessing, subprocess, threading
+with open('script.py', 'w') as fh:
+    fh.write('print(6 * 7)')
+out = subprocess.run([sys.executable, 'script.py'], capture_output=True, text=True, check=True).stdout
+shell = subprocess.run('echo hi > shell.txt && cat shell.txt', shell=True, capture_output=True, text=True).stdout
+box = []
+t = threading.Thread(target=lambda: box.append(1))
+t.start(); t.join()
+a, b = multiprocessing.Pipe()
+a.send('m')
+ok = out.strip() == '42' and shell.strip() == 'hi' and box == [1] and b.recv() == 'm' and os.listdir('/usr')
+"""
+
+
+def test_legitimate_work_keeps_working_under_full_confinement(sandbox):
+    result = sandbox.run(SQUARE, succeed_if(LEGIT))
+    assert result.passed, texts(result)
 
 
 def test_many_files_and_big_files_hit_the_disk_limits(sandbox):

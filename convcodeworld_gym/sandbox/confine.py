@@ -8,11 +8,12 @@ forks a child that calls :func:`enter_pid_namespace` and forks again; the grandc
 fresh PID namespace) calls :func:`drop_to` before it runs anything untrusted.
 
 Holds:
-    Level                 ``process`` < ``uid`` < ``namespaces``: the confinement levels, ordered
+    Level                 ``process`` < ``uid`` < ``namespaces`` < ``full``: the confinement levels, ordered
     Confinement           what one worker achieved (features, uid, level), reported in results
     SandboxSettings       sizes and limits of the confined child (tmpfs, address space, pids, ...)
     enter_worker_namespaces  new mount/net/ipc/uts namespaces, read-only root, private tmpfs /tmp
     enter_run_namespaces  per run: new PID namespace (next child is its pid 1), fresh tmpfs /tmp and /dev/shm
+    mount_run_proc        per run, in its pid 1: a /proc of the run's own processes
     bring_up_loopback     a loopback-only network
     drop_to               setgroups/setgid/setuid to the slot uid, rlimits, no dumping, death signal
     close_fds_except      close every inherited descriptor but the ones named
@@ -39,10 +40,13 @@ __all__ = [
     "enter_worker_namespaces",
     "enter_run_namespaces",
     "bring_up_loopback",
+    "mount_run_proc",
     "drop_to",
     "close_fds_except",
     "set_parent_death_signal",
     "SANDBOX_ROOT",
+    "prctl",
+    "syscall",
 ]
 
 #: Inside a worker's mount namespace this is a private, size-limited tmpfs; each run gets a dir in it.
@@ -54,6 +58,7 @@ _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+_MS_NOEXEC = 8
 _MNT_DETACH = 2
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 
@@ -68,6 +73,7 @@ def _lib() -> Any:
         lib.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.unshare.argtypes = [ctypes.c_int]
         lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        lib.syscall.restype = ctypes.c_long
         _libc = lib
     return _libc
 
@@ -78,13 +84,23 @@ def _check(ret: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def syscall(number: int, *args: int) -> int:
+    """A raw system call (integer and pointer arguments); raises OSError when it returns -1."""
+    ret = _lib().syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
+    if ret == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, f"syscall {number}: {os.strerror(err)}")
+    return ret
+
+
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     enc = lambda s: s.encode() if s is not None else None  # noqa: E731
     _check(_lib().mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
-def _prctl(option: int, arg: int) -> None:
-    _check(_lib().prctl(option, arg, 0, 0, 0), f"prctl({option})")
+def prctl(option: int, arg: int, arg2: int = 0) -> None:
+    """``prctl(option, arg, arg2, 0, 0)``; raises OSError when it fails."""
+    _check(_lib().prctl(option, arg, arg2, 0, 0), f"prctl({option})")
 
 
 class Level(str, enum.Enum):
@@ -94,11 +110,15 @@ class Level(str, enum.Enum):
     * ``uid``: also a distinct non-root uid per worker slot and rlimits (address space, file size, processes).
     * ``namespaces``: also no network (empty net namespace), own PID namespace per run, read-only view of
       the file system except a private size-limited tmpfs work dir, own IPC/UTS namespaces.
+    * ``full``: also a seccomp filter (no sockets but ``AF_UNIX``, no ``kill(-1)``, no ptrace, mount,
+      unshare, ...; :mod:`.seccomp`) and a Landlock domain (read only the interpreter and system dirs, write
+      only the run's tmpfs, no TCP, signals scoped; :mod:`.landlock`).
     """
 
     PROCESS = "process"
     UID = "uid"
     NAMESPACES = "namespaces"
+    FULL = "full"
 
     @property
     def rank(self) -> int:
@@ -220,6 +240,12 @@ def enter_run_namespaces(settings: SandboxSettings) -> None:
         _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=64m,nr_inodes=1000")
 
 
+def mount_run_proc() -> None:
+    """In a run's pid 1 (as root, in its own PID and mount namespaces): a fresh ``/proc`` that shows only the
+    run's own processes, not the host's (their command lines, for one, are readable by every uid)."""
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
 def bring_up_loopback() -> None:
     """Set ``lo`` up in this (fresh) network namespace: local servers work, nothing outside is reachable."""
     import fcntl
@@ -254,8 +280,8 @@ def drop_to(uid: int, settings: SandboxSettings, cpu_seconds: int | None = None)
         _soft, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(which, (value, value))
-    _prctl(_PR_SET_DUMPABLE, 0)
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(_PR_SET_DUMPABLE, 0)
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
@@ -271,4 +297,4 @@ def close_fds_except(keep: Iterable[int]) -> None:
 
 def set_parent_death_signal() -> None:
     """Be killed when the parent process dies (a worker must not outlive its executor)."""
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

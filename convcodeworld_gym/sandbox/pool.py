@@ -31,7 +31,7 @@ from .judge import Mode, static_mode, suspicious_constructs
 from .local import MODULE_NAME, assemble, child_env, describe_exit
 from .profile import ProfileStore, TaskProfile, TimePolicy, profile_key
 from .result import ExecutionResult
-from .runtime import installed_preload, missing_modules, runtime_fingerprint
+from .runtime import installed_preload, missing_modules, network_policy, runtime_fingerprint
 
 __all__ = ["SandboxExecutor", "WorkerDied"]
 
@@ -161,7 +161,7 @@ class SandboxExecutor(Executor):
         workers: number of worker slots (default: the CPUs available).
         settings: sandbox sizes and rlimits.
         require: fail closed: raise :class:`~convcodeworld_gym.errors.ExecutorError` unless every worker
-            reaches this :class:`~.confine.Level` (``"namespaces"``, ``"uid"`` or ``"process"``).
+            reaches this :class:`~.confine.Level` (``"full"``, ``"namespaces"``, ``"uid"`` or ``"process"``).
         judge: ``"auto"`` (per task, calibrated), ``"split"`` or ``"inprocess"`` for every task.
         calibrate: measure each task's canonical solution once to set its mode and time limit.
         time_policy: floor / factor / cap of calibrated time limits.
@@ -295,7 +295,7 @@ class SandboxExecutor(Executor):
     def _cache_key(self, task: Task, program: str, mode: Mode, limits: Limits) -> str | None:
         if self.cache is None:
             return None
-        return result_key(task.test_digest, program, f"{self.fingerprint()}|{mode.value}|{limits}")
+        return result_key(task.test_digest, program, f"{self.fingerprint()}|{mode.value}|{limits}|{network_policy(task)}")
 
     def _remember(self, task: Task, program: str, mode: Mode, limits: Limits, result: ExecutionResult) -> None:
         key = self._cache_key(task, program, mode, limits)
@@ -345,17 +345,19 @@ class SandboxExecutor(Executor):
     def _execute(self, task: Task, program: str, mode: Mode, limits: Limits) -> ExecutionResult:
         started = time.monotonic()
         lacking = missing_modules(task)
+        network = network_policy(task)
         job = {
             "program": program, "test": task.test, "prelude": task.header, "entry_point": task.entry_point,
             "module": MODULE_NAME, "test_class": TEST_CLASS, "mode": mode.value,
             "limits": {"suite_timeout_s": limits.suite_timeout_s, "test_timeout_s": limits.test_timeout_s,
                        "max_code_chars": limits.max_code_chars},
             "preload": sorted(m for m in task.third_party_modules if m not in lacking),
+            "network": network,
         }
         worker = self._idle.get()
         try:
             self._ensure(worker)
-            details: dict[str, Any] = {"backend": "sandbox", "confinement": dict(worker.confinement),
+            details: dict[str, Any] = {"backend": "sandbox", "confinement": {**worker.confinement, "network": network},
                                        "uid": worker.confinement.get("uid"), "judge": mode.value, "worker": worker.slot}
             try:
                 reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)

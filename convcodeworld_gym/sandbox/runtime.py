@@ -4,12 +4,14 @@ Holds:
     IMPORT_TO_PYPI       import name -> PyPI distribution for the BigCodeBench runtime (sklearn -> scikit-learn, ...)
     pypi_name            the distribution to ``pip install`` for an import name
     missing_modules      the third-party modules a task needs that this interpreter cannot import
+    network_policy       ``"loopback"`` for tasks whose solution or tests use sockets, else ``"none"``
     installed_preload    the subset of some heavy modules that is installed (what workers import up front)
     runtime_fingerprint  a digest of interpreter + library versions + confinement: part of every cache key
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -17,7 +19,7 @@ import platform
 import sys
 from collections.abc import Iterable
 
-from ..tasks import Task
+from ..tasks import Task, imported_modules
 
 __all__ = ["IMPORT_TO_PYPI", "pypi_name", "missing_modules", "installed_preload", "runtime_fingerprint", "HEAVY_MODULES"]
 
@@ -67,6 +69,30 @@ def _importable(module: str) -> bool:
 def missing_modules(task: Task) -> tuple[str, ...]:
     """Third-party modules the task's solution or tests import that this interpreter lacks, sorted."""
     return tuple(sorted(m for m in task.third_party_modules if not _importable(m)))
+
+
+#: Modules that open sockets. A task whose solution or tests import one keeps IP sockets (its tests may
+#: serve on the run's loopback); the run's network namespace still has nothing but that loopback.
+NETWORK_MODULES = frozenset({
+    "socket", "socketserver", "http", "urllib", "urllib3", "ssl", "asyncio", "smtplib", "ftplib", "poplib", "imaplib",
+    "telnetlib", "xmlrpc", "requests", "aiohttp", "httpx", "flask", "django", "mechanize", "selenium", "wsgiref",
+})
+
+
+def network_policy(task: Task) -> str:
+    """``"loopback"`` when the task's own solution or tests import a module of :data:`NETWORK_MODULES`, else ``"none"``.
+
+    With ``"none"`` a run may open only ``AF_UNIX`` sockets (seccomp) and no TCP (Landlock). What a
+    *program* imports never widens its own run: only the task's public text decides.
+    """
+    return _network_policy(task.header + task.ground_truth, task.test)
+
+
+@functools.lru_cache(maxsize=4096)
+def _network_policy(solution: str, test: str) -> str:
+    """:func:`network_policy` of the texts, parsed once per task (a string caches its own hash)."""
+    used = imported_modules(solution) | imported_modules(test)
+    return "loopback" if used & NETWORK_MODULES else "none"
 
 
 def installed_preload(modules: Iterable[str] = HEAVY_MODULES) -> tuple[str, ...]:

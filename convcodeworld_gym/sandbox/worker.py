@@ -21,6 +21,8 @@ Holds:
     main        the worker's loop
     run_child   what the confined child does (judge or in-process)
     establish   confine the worker itself as far as the machine allows
+    warm_up     our own pandas/matplotlib workload, run once in the worker so forked runs start warm
+    Hardening   the seccomp and Landlock layers each confined child adds to itself
     judge_source  the judge's test module, aligned line for line with the in-process one
 """
 
@@ -36,27 +38,127 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import confine
+from . import confine, landlock, seccomp
 from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .judge import Channel, Mode, ProgramGone, ProgramProxy, safe_loads, serve_program
 from .local import child_env, collect_events, describe_exit
 
-__all__ = ["main", "run_child", "establish", "judge_source"]
+__all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
 
 
-def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> Confinement:
-    """Confine this worker as far as the machine allows; returns what was achieved."""
+@dataclass(frozen=True)
+class Hardening:
+    """The layers the confined child adds to itself: seccomp and Landlock, in two steps.
+
+    Both run in the spare before its job (off the critical path): :meth:`apply` always,
+    :meth:`close_network` for spares made for runs without network (every task but those whose
+    tests serve on the run's own loopback, see :func:`.runtime.network_policy`); a job whose
+    network differs from its spare's gets a fresh spare.
+
+    Attributes:
+        seccomp_filter: the base filter (:func:`.seccomp.build_filter`), or None when not available.
+        socket_filter: the filter leaving only AF_UNIX sockets (:func:`.seccomp.build_socket_filter`), or None.
+        landlock_read: paths the program may read beneath, or None when Landlock is not available.
+        landlock_abi: the kernel's Landlock ABI version.
+    """
+
+    seccomp_filter: bytes | None = None
+    socket_filter: bytes | None = None
+    landlock_read: tuple[str, ...] | None = None
+    landlock_abi: int = 0
+
+    def apply(self) -> None:
+        """Enter the Landlock domain, then load the base filter (both inherited by every later child); irreversible.
+
+        Raises OSError when a layer fails: the caller must not run the job.
+        """
+        if self.landlock_read is not None:
+            confine.prctl(_PR_SET_NO_NEW_PRIVS, 1)
+            landlock.restrict(self.landlock_read, landlock.write_paths(), self.landlock_abi)
+        if self.seccomp_filter is not None:
+            seccomp.install(self.seccomp_filter)
+
+    def close_network(self) -> None:
+        """No sockets but AF_UNIX (seccomp) and no TCP bind/connect (Landlock ABI >= 4); irreversible. Raises OSError."""
+        if self.socket_filter is not None:
+            seccomp.install(self.socket_filter)
+        if self.landlock_read is not None and self.landlock_abi >= 4:
+            landlock.restrict_network(self.landlock_abi)
+
+
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+def _refused(action: Callable[[], object]) -> bool:
+    try:
+        action()
+    except PermissionError:
+        return True
+    return False
+
+
+def _probe(layer: Hardening, refused: Callable[[], object]) -> str | None:
+    """Apply ``layer`` in a forked child and check that ``refused`` now raises PermissionError; None if so, else why not."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            layer.apply()
+            layer.close_network()
+            os._exit(0 if _refused(refused) else 2)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return None if code == 0 else ("it could not be applied" if code == 1 else "it did not hold in a probe")
+
+
+def _inet_socket() -> None:
+    import socket
+
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+
+
+def _harden(readable: list[str]) -> tuple[Hardening, list[str], list[str]]:
+    """Which of seccomp and Landlock this machine enforces: the hardening to apply, its features, what is missing."""
+    missing: list[str] = []
+    arch = seccomp.current_arch()
+    base = seccomp.build_filter(arch) if arch is not None else None
+    sockets = seccomp.build_socket_filter(arch) if arch is not None else None
+    if arch is None:
+        missing.append(f"seccomp: no filter for this architecture ({os.uname().machine})")
+    elif (why := _probe(Hardening(seccomp_filter=base, socket_filter=sockets), _inet_socket)) is not None:
+        missing.append(f"seccomp: {why}")
+        base = sockets = None
+    version = landlock.abi()
+    read = tuple(landlock.read_paths(readable))
+    if version < 1:
+        missing.append("landlock: not available in this kernel")
+        read = None
+    elif (why := _probe(Hardening(landlock_read=read, landlock_abi=version), lambda: os.listdir("/"))) is not None:
+        missing.append(f"landlock: {why}")
+        read = None
+    hardening = Hardening(base, sockets, read, version)
+    features = ["seccomp"] if base is not None else []
+    if read is not None:
+        features += ["landlock_fs"] + (["landlock_net"] if version >= 4 else []) + (["landlock_scope"] if version >= 6 else [])
+        if version < 4:
+            missing.append(f"landlock network rules: ABI {version} < 4")
+    return hardening, features, missing
+
+
+def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> tuple[Confinement, Hardening]:
+    """Confine this worker as far as the machine allows; returns what was achieved and what each child adds."""
     missing: list[str] = []
     features: list[str] = ["process_group", "scrubbed_env", "closed_fds", "private_workdir", "output_cap"]
     if os.geteuid() != 0:
         uid = os.getuid()
         missing.append("uid: the executor does not run as root, so it cannot switch to a sandbox uid")
-        return Confinement(Level.PROCESS, uid, tuple(features), tuple(missing))
+        return Confinement(Level.PROCESS, uid, tuple(features), tuple(missing)), Hardening()
     level = Level.UID
     features += ["non_root_uid", "rlimits", "not_dumpable"]
     try:
@@ -66,8 +168,12 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> Confi
         features.append("pidns")
     except OSError as exc:
         missing.append(f"namespaces: {exc}")
-    missing += ["seccomp: not implemented", "landlock: not implemented"]
-    return Confinement(level, uid, tuple(features), tuple(missing))
+    hardening, hardened, lacking = _harden(readable)
+    features += hardened
+    missing += lacking
+    if level is Level.NAMESPACES and hardening.seccomp_filter is not None and hardening.landlock_read is not None:
+        level = Level.FULL
+    return Confinement(level, uid, tuple(features), tuple(missing)), hardening
 
 
 def _probe_pid_namespace() -> None:
@@ -84,6 +190,7 @@ def _probe_pid_namespace() -> None:
 
 
 def _import_quietly(names: list[str]) -> None:
+    """Import ``names`` into the worker (failures are left to the run to report), then :func:`warm_up` them."""
     for name in names:
         if name in sys.modules:
             continue
@@ -91,13 +198,53 @@ def _import_quietly(names: list[str]) -> None:
             importlib.import_module(name)
         except BaseException:  # noqa: BLE001 - a library that fails to import is reported by the run itself
             pass
+    warm_up()
 
 
-def run_child(job_fd: int, confinement: Confinement, settings: SandboxSettings, workdir: str, result_fd: int) -> None:
+_warmed: set[str] = set()
+
+
+def warm_up() -> None:
+    """Run our own small pandas and matplotlib workload once in the worker (never task code).
+
+    Libraries set up much on first use (pandas' formatters and testing helpers, matplotlib's
+    figure, font and Agg machinery); done here, every forked run inherits it instead of redoing it.
+    It draws no random numbers and leaves no figure open: the state a run starts from is unchanged.
+    """
+    if "pandas" in sys.modules and "pandas" not in _warmed:
+        _warmed.add("pandas")
+        try:
+            pd = sys.modules["pandas"]
+            series = pd.Series({"a": 1, "b": 2})
+            pd.testing.assert_series_equal(series, series.copy())
+            frame = pd.DataFrame({"x": range(6), "y": list("aabbcc")})
+            pd.testing.assert_frame_equal(frame.groupby("y").sum(), frame.groupby("y").sum())
+            repr(frame), frame.describe(), pd.to_datetime(["2024-01-01"])
+        except Exception:  # noqa: BLE001 - a warm-up is an optimisation only
+            pass
+    if "matplotlib.pyplot" in sys.modules and "matplotlib" not in _warmed:
+        _warmed.add("matplotlib")
+        try:
+            plt = sys.modules["matplotlib.pyplot"]
+            fig, ax = plt.subplots()
+            ax.hist([0.1, 0.5, 0.5, 0.9])
+            ax.plot([0, 1], [1, 0], label="l")
+            ax.set_title("t")
+            ax.set_xlabel("x")
+            ax.legend()
+            fig.canvas.draw()
+            plt.close("all")
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, network: str, settings: SandboxSettings,
+              workdir: str, result_fd: int) -> None:
     """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``.
 
-    The child is made (and confined) before its job exists, so a run's critical path holds no
-    namespace setup and at most one fork. Never returns.
+    The child is made (and confined: uid, rlimits, Landlock, seccomp) before its job exists, so a run's
+    critical path holds no confinement setup and at most one fork. If a layer the worker reported cannot
+    be applied, the run fails with that reason and the job never runs. Never returns.
     """
     try:
         os.setsid()
@@ -107,12 +254,25 @@ def run_child(job_fd: int, confinement: Confinement, settings: SandboxSettings, 
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     confine.close_fds_except([result_fd, job_fd])
+    try:
+        if confinement.level.at_least(Level.NAMESPACES):
+            confine.mount_run_proc()
+    except OSError as exc:
+        emit(result_fd, {"e": "crash", "tb": f"SandboxError: the sandbox could not confine this run ({exc}); it was not run."})
+        os._exit(0)
     if confinement.level.at_least(Level.UID):
         confine.drop_to(confinement.uid, settings)
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update(child_env(workdir))
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    try:
+        hardening.apply()
+        if network == "none":
+            hardening.close_network()
+    except OSError as exc:
+        emit(result_fd, {"e": "crash", "tb": f"SandboxError: the sandbox could not confine this run ({exc}); it was not run."})
+        os._exit(0)
     # The program's process is forked now too, before the job: it waits for the program.
     to_prog_r, to_prog_w = os.pipe()
     to_judge_r, to_judge_w = os.pipe()
@@ -138,6 +298,9 @@ def run_child(job_fd: int, confinement: Confinement, settings: SandboxSettings, 
     cpu = int(job["limits"]["suite_timeout_s"] + 5)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     module, test_class, entry = job["module"], job["test_class"], job["entry_point"]
+    if job.get("network", "none") != network:  # the worker matches spares to jobs; never run with more network
+        emit(result_fd, {"e": "crash", "tb": f"SandboxError: this run was prepared with network {network!r}; not run."})
+        os._exit(0)
     if job["mode"] == Mode.SPLIT.value:
         channel = Channel(to_judge_r, to_prog_w)
         channel.send(pickle.dumps((job["program"], module, entry)))
@@ -188,10 +351,12 @@ class _Spare:
     workdir: str
     namespaced: bool
     imported: frozenset[str]
+    network: str
 
 
-def _make_spare(confinement: Confinement, settings: SandboxSettings, counter: int, imported: frozenset[str]) -> _Spare:
-    namespaced = confinement.level is Level.NAMESPACES
+def _make_spare(confinement: Confinement, hardening: Hardening, settings: SandboxSettings, counter: int,
+                imported: frozenset[str], network: str) -> _Spare:
+    namespaced = confinement.level.at_least(Level.NAMESPACES)
     # Namespaced: the dir is made by the helper inside the run's own fresh /tmp, which vanishes with the run.
     workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced else tempfile.mkdtemp(prefix="ccw_")
     read_fd, write_fd = os.pipe()
@@ -209,7 +374,7 @@ def _make_spare(confinement: Confinement, settings: SandboxSettings, counter: in
             child = os.fork()
             if child == 0:
                 os.close(pid_w)
-                run_child(job_r, confinement, settings, workdir, write_fd)
+                run_child(job_r, confinement, hardening, network, settings, workdir, write_fd)
             os.close(write_fd)
             os.close(job_r)
             os.write(pid_w, str(child).encode())
@@ -223,7 +388,7 @@ def _make_spare(confinement: Confinement, settings: SandboxSettings, counter: in
         os.close(fd)
     child_pid = int(os.read(pid_r, 32) or b"0")
     os.close(pid_r)
-    return _Spare(helper, child_pid, job_w, read_fd, workdir, namespaced, imported)
+    return _Spare(helper, child_pid, job_w, read_fd, workdir, namespaced, imported, network)
 
 
 def _finish(spare: _Spare, status: list[int]) -> None:
@@ -268,6 +433,11 @@ def _run_on(spare: _Spare, job: dict[str, Any]) -> tuple[dict[str, Any], list[in
         return bool(status)
 
     events, stop_reason = collect_events(spare.result_r, limits, exited)
+    if stop_reason is None and events and events[-1].get("e") in ("done", "crash"):
+        # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
+        # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
+        reply = {"events": events, "stop_reason": None, "exit_desc": "ended", "run_s": time.monotonic() - started}
+        return reply, status
     if spare.child > 0 and not status:
         try:
             os.kill(spare.child, signal.SIGKILL)
@@ -293,26 +463,31 @@ def main() -> None:
         os.dup2(null, fd)
     os.environ.update(child_env(confine.SANDBOX_ROOT))
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
-    confinement = establish(settings, config["uid"], config["readable"])
+    confinement, hardening = establish(settings, config["uid"], config["readable"])
     _import_quietly(config.get("preload", []))
     out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
     out.flush()
     counter = 0
     attempted: set[str] = set(config.get("preload", []))
     spare: _Spare | None = None
+    network = "none"  # what the next spare is made for: the last job's (runs of one task set tend to repeat it)
     for line in inp:
         counter += 1
         try:
             job = json.loads(line)
             wanted = set(job.get("preload", []))
+            network = job.get("network", "none")
             if not wanted <= attempted:  # import first, then fork: the child starts warm
                 _import_quietly(sorted(wanted - attempted))
                 attempted |= wanted
                 if spare is not None:
                     _finish(spare, [])
                     spare = None
+            if spare is not None and spare.network != network:
+                _finish(spare, [])
+                spare = None
             if spare is None:
-                spare = _make_spare(confinement, settings, counter, frozenset(attempted))
+                spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted), network)
             used, spare = spare, None
             reply, status = _run_on(used, job)
         except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive
@@ -323,7 +498,7 @@ def main() -> None:
         if used is not None:
             _finish(used, status)
         counter += 1
-        spare = _make_spare(confinement, settings, counter, frozenset(attempted))
+        spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted), network)
 
 if __name__ == "__main__":
     main()
