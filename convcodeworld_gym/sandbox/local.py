@@ -30,6 +30,7 @@ from pathlib import Path
 from ..tasks import TEST_CLASS, Task
 from .clock import SuiteClock
 from .executor import Executor, Limits
+from .reap import has_exited, kill_group
 from .result import ExecutionResult, Outcome, TestResult
 
 __all__ = ["LocalExecutor", "child_env", "collect_events", "assemble", "describe_exit", "MODULE_NAME", "MAX_EVENT_BYTES"]
@@ -132,10 +133,10 @@ class LocalExecutor(Executor):
                 proc.stdin.close()  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass
-            events, stop_reason = collect_events(read_fd, self.limits, lambda: proc.poll() is not None)
+            events, stop_reason = collect_events(read_fd, self.limits, lambda: has_exited(proc.pid))
         finally:
             os.close(read_fd)
-            _kill_group(proc.pid)
+            kill_group(proc.pid)  # not reaped before this: proc.wait() below is the reap
             proc.wait()
         return events, stop_reason, describe_exit(proc.returncode)
 
@@ -186,13 +187,6 @@ def _decode(line: bytes) -> dict | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return event if isinstance(event, dict) else None
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def describe_exit(returncode: int | None, unfinished: str = "did not exit") -> str:

@@ -12,7 +12,6 @@ import json
 import os
 import queue
 import select
-import signal
 import site
 import subprocess
 import sys
@@ -30,8 +29,10 @@ from .executor import Executor, Limits
 from .judge import Mode, static_mode, suspicious_constructs
 from .local import MODULE_NAME, assemble, child_env, describe_exit
 from .profile import ProfileStore, TaskProfile, TimePolicy, profile_key
+from .reap import kill_group
 from .result import ExecutionResult
 from .runtime import installed_preload, missing_modules, network_policy, runtime_fingerprint
+from .spawner import spawn
 
 __all__ = ["SandboxExecutor", "WorkerDied"]
 
@@ -76,7 +77,7 @@ class _Worker:
             self._uid = _claim_uid(self.settings.base_uid)
         uid = self._uid[0] if self._uid else self.settings.base_uid
         config = {"uid": uid, "settings": asdict(self.settings), "preload": list(self.preload), "readable": readable}
-        self.proc = subprocess.Popen(
+        self.proc = spawn(  # from a thread that outlives the worker: it dies with its parent *thread*
             [self.python, "-s", "-m", "convcodeworld_gym.sandbox.worker", json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env={**child_env("/tmp"), "PYTHONPATH": _PACKAGE_ROOT}, cwd="/", start_new_session=True,
@@ -124,10 +125,8 @@ class _Worker:
     def stop(self) -> None:
         if self.proc is None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        if self.proc.returncode is None:  # not reaped yet, so its pid (and group id) is still its own
+            kill_group(self.proc.pid)
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             try:

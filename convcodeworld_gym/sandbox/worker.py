@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import confine, landlock, seccomp
+from . import confine, landlock, reap, seccomp
 from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
@@ -342,7 +342,10 @@ def _prepare_workdir(workdir: str, confinement: Confinement) -> None:
 
 @dataclass
 class _Spare:
-    """A confined child made ahead of its job: it waits on ``job_w`` and streams events to ``result_r``."""
+    """A confined child made ahead of its job: it waits on ``job_w`` and streams events to ``result_r``.
+
+    ``helper`` is our child and owns ``child`` (pid as we see it; for reports only, never signalled:
+    see :func:`_end_run`)."""
 
     helper: int
     child: int
@@ -371,8 +374,10 @@ def _make_spare(confinement: Confinement, hardening: Hardening, settings: Sandbo
                 confine.enter_run_namespaces(settings)
                 os.makedirs(workdir)
             _prepare_workdir(workdir, confinement)
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # until guard_child is ready for it
             child = os.fork()
             if child == 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
                 os.close(pid_w)
                 run_child(job_r, confinement, hardening, network, settings, workdir, write_fd)
             os.close(write_fd)
@@ -380,7 +385,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, settings: Sandbo
             os.write(pid_w, str(child).encode())
             os.close(pid_w)
             confine.set_parent_death_signal()
-            _, status = os.waitpid(child, 0)
+            status = reap.guard_child(child)  # the worker ends a run by SIGTERM to this helper, never by the child's pid
             os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
         except BaseException:  # noqa: BLE001
             os._exit(125)
@@ -391,14 +396,20 @@ def _make_spare(confinement: Confinement, hardening: Hardening, settings: Sandbo
     return _Spare(helper, child_pid, job_w, read_fd, workdir, namespaced, imported, network)
 
 
+def _end_run(spare: _Spare) -> None:
+    """Have the run's helper kill its child's group. The helper is our child and not yet reaped (the
+    caller has no exit status for it), so this signal cannot reach any other process; the child's
+    own pid is never signalled from here, since the helper may already have reaped it."""
+    try:
+        os.kill(spare.helper, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+
+
 def _finish(spare: _Spare, status: list[int]) -> None:
     """Kill what is left of a run (its whole PID namespace dies with its pid 1), reap it, remove its dir."""
-    if spare.child > 0:
-        for kill in (lambda p: os.killpg(p, signal.SIGKILL), lambda p: os.kill(p, signal.SIGKILL)):
-            try:
-                kill(spare.child)
-            except OSError:
-                pass
+    if not status:
+        _end_run(spare)
     for fd in (spare.job_w, spare.result_r):
         try:
             os.close(fd)
@@ -438,11 +449,8 @@ def _run_on(spare: _Spare, job: dict[str, Any]) -> tuple[dict[str, Any], list[in
         # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
         reply = {"events": events, "stop_reason": None, "exit_desc": "ended", "run_s": time.monotonic() - started}
         return reply, status
-    if spare.child > 0 and not status:
-        try:
-            os.kill(spare.child, signal.SIGKILL)
-        except OSError:
-            pass
+    if not status:
+        _end_run(spare)
     if not status:
         status.append(os.waitpid(spare.helper, 0)[1])
     code = os.waitstatus_to_exitcode(status[0])  # the helper exits 128 + N when the child died of signal N

@@ -1,0 +1,55 @@
+"""Signalling our own children without ever reaching a stranger.
+
+A pid, and the process-group id equal to it, can be given to a new process as soon as the old
+one is reaped, and pid spaces wrap quickly (``pid_max`` is 32768 on many machines; a busy
+sandbox forks several processes per run). A ``kill`` by number after the reap can therefore
+land on an unrelated process, another executor's worker for instance. The rule here: a pid is
+signalled only while it is our unreaped child (alive or a zombie). Exit is observed without
+reaping (``WNOWAIT``), the group is killed while the zombie still holds its number, and the
+reap comes last.
+
+Holds:
+    has_exited   has our child ended? (it is not reaped: its pid stays ours)
+    kill_group   SIGKILL our unreaped child and its process group
+    guard_child  in a process that owns one child: wait for it; SIGTERM to us kills it first
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["has_exited", "kill_group", "guard_child"]
+
+
+def has_exited(pid: int) -> bool:
+    """True when our child ``pid`` has ended; it is left unreaped, so its pid cannot be reused yet."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # already reaped by someone else: nothing of it is left to signal
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL ``pid`` and its process group. ``pid`` must be our child, not yet reaped."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def guard_child(pid: int) -> int:
+    """Wait for our child ``pid``, kill what is left of its group, reap it; returns its wait status.
+
+    Call with SIGTERM blocked (block it before forking ``pid``, and unblock it in the child): a
+    SIGTERM sent to this process then kills the child's group, at once or as soon as this
+    function starts, and never after the reap. The child's pid stays ours until the final
+    ``waitpid``, so nothing signalled here can be another process.
+    """
+    signal.signal(signal.SIGTERM, lambda *_: kill_group(pid))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # ended, still a zombie
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    kill_group(pid)  # what it left in its group (without a PID namespace; with one, the kernel did this)
+    return os.waitpid(pid, 0)[1]
