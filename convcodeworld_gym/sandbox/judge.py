@@ -340,23 +340,29 @@ def _rebuild_exception(value: Any, text: str) -> BaseException:
 def serve_program(channel: Channel, program: str, module_name: str, entry_point: str) -> None:
     """The program side: exec ``program`` as module ``module_name``, then answer calls until the channel closes.
 
-    A module-level failure is sent as the first message ``("crash", traceback)``; otherwise ``("ready",)``.
+    A module-level failure is sent as the first message ``("crash", traceback)``; a program that does not
+    define ``entry_point`` gets ``("missing",)``; otherwise ``("ready",)``.
     Each call answers ``(kind, value, rng_states, traceback_text)`` with ``kind`` ``ok`` or ``exc``.
     """
     import linecache
 
     filename = f"{module_name}.py"
+    if not program.endswith("\n"):  # as in one module with the tests after it (traceback carets depend on it)
+        program += "\n"
     linecache.cache[filename] = (len(program), None, program.splitlines(keepends=True), filename)
     module = types.ModuleType(module_name)
     module.__file__ = filename
     sys.modules[module_name] = module
     try:
         exec(compile(program, filename, "exec"), module.__dict__)
-        func = module.__dict__[entry_point]
     except BaseException as exc:  # noqa: BLE001
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
         channel.send(pickle.dumps(("crash", "".join(traceback.format_exception(type(exc), exc, tb)))))
         return
+    if entry_point not in module.__dict__:  # the tests then meet a NameError, as in one module
+        channel.send(pickle.dumps(("missing",)))
+        return
+    func = module.__dict__[entry_point]
     channel.send(pickle.dumps(("ready",)))
     while True:
         try:

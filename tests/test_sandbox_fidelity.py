@@ -1,0 +1,34 @@
+"""The sandbox's split judge shows the same execution feedback, byte for byte, as program and tests
+run in one module (LocalExecutor, the reference harness's way), for programs that fail in
+different ways."""
+
+from __future__ import annotations
+
+import pytest
+
+from convcodeworld_gym import ConvCodeWorldEnv
+
+HE0 = "def has_close_elements(numbers, threshold):\n"
+CASES = [
+    ("HumanEval/0", "def wrong():\n    return None\n"),  # no entry point: NameError in every test
+    ("HumanEval/0", HE0 + "    return numbers[99]"),  # last line without a newline (traceback carets)
+    ("HumanEval/0", HE0 + "    return False"),  # wrong answers
+    ("HumanEval/0", "x = 1/0\n" + HE0 + "    return False\n"),  # fails at import
+    ("HumanEval/14", "def all_prefixes(string):\n    result = [string[:i + 1] for i in range(len(string))]\n    return result[5]"),
+]
+
+
+def _feedback(task, program: str, executor) -> tuple[str, float]:
+    env = ConvCodeWorldEnv("CF-EF_full", dataset=[task], executor=executor)
+    env.reset()
+    obs, reward, *_ = env.step(program)
+    env.close()
+    return obs["execution_feedback"], reward
+
+
+@pytest.mark.parametrize("task_id, program", CASES, ids=["no_entry_point", "no_final_newline", "wrong", "import_error", "index_error"])
+def test_split_judge_feedback_matches_one_module(task_id, program, humaneval, executor, local_executor):
+    task = humaneval[task_id]
+    sandboxed, local = _feedback(task, program, executor), _feedback(task, program, local_executor)
+    assert sandboxed == local
+    assert sandboxed[1] == 0.0 and sandboxed[0].strip()
