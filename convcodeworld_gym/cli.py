@@ -28,7 +28,8 @@ from .evaluate import EvalConfig, default_dataset, run_evaluation
 from .policies import POLICY_KINDS, make_policy
 from .registration import LIVE_IDS, env_id
 from .report import write_report
-from .sandbox import Executor, Limits, LocalExecutor
+from .sandbox import Executor, Limits, SandboxExecutor
+from .sandbox.confine import Level
 from .tasks import BIGCODEBENCH_ENV, Task
 
 __all__ = ["main", "build_parser"]
@@ -98,7 +99,6 @@ def cmd_correlate(args: argparse.Namespace) -> int:
 
 
 def cmd_selfcheck(args: argparse.Namespace) -> int:
-    from .sandbox import SandboxExecutor
     from .selfcheck import run_selfcheck
     from .tasks import load_tasks
 
@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
     check.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     check.add_argument("--workers", type=int, default=None, help="sandbox workers (default: CPUs)")
-    check.add_argument("--require", default=None, choices=["process", "uid", "namespaces"], help="fail unless this confinement level is reached")
+    check.add_argument("--require", default=None, choices=[level.value for level in Level], help="fail unless this confinement level is reached")
     check.set_defaults(func=cmd_selfcheck)
     return parser
 
@@ -259,7 +259,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / _slug(f"{policy.name}-{Path(tasks_label).name}"))
     print(f"run directory: {out}" + ("   [SYNTHETIC coder: numbers are no claim about any model]" if policy.synthetic else ""))
     limits = Limits(suite_timeout_s=args.suite_timeout, test_timeout_s=args.test_timeout)
-    executor = _ray_executor(args.ray, limits) if args.ray is not None else LocalExecutor(limits)
+    executor = _ray_executor(args.ray, limits) if args.ray is not None else SandboxExecutor(limits)
     try:
         summary = run_evaluation(
             config, policy, out, executor=executor, progress=None if args.no_progress else run_evaluation.__kwdefaults__["progress"]

@@ -38,7 +38,7 @@ from .errors import ConvCodeWorldError, FeedbackUnavailable
 from .policies import Policy
 from .records import TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_record
 from .registration import LIVE_IDS
-from .sandbox import Executor, Limits, LocalExecutor
+from .sandbox import Executor, Limits, SandboxExecutor
 from .tasks import BIGCODEBENCH_ENV, Task, TaskSet, load_tasks
 
 __all__ = [
@@ -302,7 +302,7 @@ def run_evaluation(
             if row.get("passed"):
                 passed_before[row["feedback"]] = passed_before.get(row["feedback"], 0) + 1
     owns_executor = executor is None
-    shared = executor if executor is not None else LocalExecutor()
+    shared = executor if executor is not None else SandboxExecutor()
     writer = EpisodeLogWriter(run_dir)
     try:
         for env_id in config.ids:
