@@ -11,6 +11,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -192,3 +193,21 @@ def test_a_layer_that_cannot_be_applied_raises_so_the_run_is_refused():
     got = in_child(lambda: None, {"empty_filter": lambda: Hardening(seccomp_filter=b"").apply(),
                                   "bad_landlock": lambda: Hardening(landlock_read=("/usr",), landlock_abi=0).apply()})
     assert got["empty_filter"] == "EINVAL" and got["bad_landlock"] != "ok", got
+
+
+_HEADERS = {  # the kernel's own numbering, as installed by the C library's headers (Debian: linux-libc-dev)
+    "x86_64": "/usr/include/x86_64-linux-gnu/asm/unistd_64.h",
+    "aarch64": "/usr/include/asm-generic/unistd.h",  # aarch64 uses the generic table
+}
+
+
+@pytest.mark.parametrize("arch", sorted(_HEADERS))
+def test_system_call_numbers_match_the_kernel_headers(arch):
+    """Every number the filter names is the kernel's (a wrong one would let a call through or block another)."""
+    path = _HEADERS[arch]
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not installed (Debian: apt-get install linux-libc-dev)")
+    with open(path) as fh:
+        kernel = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define __NR(?:3264)?_(\w+)\s+(\d+)\b", fh.read())}
+    numbers = seccomp.ARCHES[arch].numbers
+    assert {name: (number, kernel.get(name)) for name, number in numbers.items() if kernel.get(name) != number} == {}
