@@ -40,7 +40,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from . import confine, landlock, reap, seccomp
 from ._runner import emit, run_suite
@@ -258,8 +258,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         if confinement.level.at_least(Level.NAMESPACES):
             confine.mount_run_proc()
     except OSError as exc:
-        emit(result_fd, {"e": "crash", "tb": f"SandboxError: the sandbox could not confine this run ({exc}); it was not run."})
-        os._exit(0)
+        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.")
     if confinement.level.at_least(Level.UID):
         confine.drop_to(confinement.uid, settings)
     os.chdir(workdir)
@@ -271,8 +270,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         if network == "none":
             hardening.close_network()
     except OSError as exc:
-        emit(result_fd, {"e": "crash", "tb": f"SandboxError: the sandbox could not confine this run ({exc}); it was not run."})
-        os._exit(0)
+        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.")
     # The program's process is forked now too, before the job: it waits for the program.
     to_prog_r, to_prog_w = os.pipe()
     to_judge_r, to_judge_w = os.pipe()
@@ -299,8 +297,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     module, test_class, entry = job["module"], job["test_class"], job["entry_point"]
     if job.get("network", "none") != network:  # the worker matches spares to jobs; never run with more network
-        emit(result_fd, {"e": "crash", "tb": f"SandboxError: this run was prepared with network {network!r}; not run."})
-        os._exit(0)
+        _refuse(result_fd, f"this run was prepared with network {network!r}; not run.")
     if job["mode"] == Mode.SPLIT.value:
         channel = Channel(to_judge_r, to_prog_w)
         channel.send(pickle.dumps((job["program"], module, entry)))
@@ -321,6 +318,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             os.close(fd)
         sys.path.insert(0, workdir)
         run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class)
+    os._exit(0)
+
+
+def _refuse(result_fd: int, why: str) -> NoReturn:
+    """In the child: report that the job is not run (a SandboxError crash the run comes back with), and exit."""
+    emit(result_fd, {"e": "crash", "tb": f"SandboxError: {why}"})
     os._exit(0)
 
 
@@ -345,11 +348,10 @@ def _prepare_workdir(workdir: str, confinement: Confinement) -> None:
 class _Spare:
     """A confined child made ahead of its job: it waits on ``job_w`` and streams events to ``result_r``.
 
-    ``helper`` is our child and owns ``child`` (pid as we see it; for reports only, never signalled:
-    see :func:`_end_run`)."""
+    ``helper`` is our child and owns the run's child, which is never signalled from the worker
+    (see :func:`_end_run`)."""
 
     helper: int
-    child: int
     job_w: int
     result_r: int
     workdir: str
@@ -392,9 +394,9 @@ def _make_spare(confinement: Confinement, hardening: Hardening, settings: Sandbo
             os._exit(125)
     for fd in (write_fd, pid_w, job_r):
         os.close(fd)
-    child_pid = int(os.read(pid_r, 32) or b"0")
+    os.read(pid_r, 32)  # handshake: the helper has forked the child, with SIGTERM held for guard_child
     os.close(pid_r)
-    return _Spare(helper, child_pid, job_w, read_fd, workdir, namespaced, imported, network)
+    return _Spare(helper, job_w, read_fd, workdir, namespaced, imported, network)
 
 
 def _end_run(spare: _Spare) -> None:
@@ -452,7 +454,6 @@ def _run_on(spare: _Spare, job: dict[str, Any]) -> tuple[dict[str, Any], list[in
         return reply, status
     if not status:
         _end_run(spare)
-    if not status:
         status.append(os.waitpid(spare.helper, 0)[1])
     code = os.waitstatus_to_exitcode(status[0])  # the helper exits 128 + N when the child died of signal N
     exit_desc = describe_exit(-(code - 128) if code > 128 else code)
