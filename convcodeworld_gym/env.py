@@ -50,15 +50,13 @@ class Timings:
     step_s: float = field(default=0.0, compare=False)
 
 
-def _confinement_info(reported: Any) -> dict[str, Any]:
-    """``info["confinement"]``: always a fresh dict (``{}`` when nothing ran), whatever the executor reported.
+def _confinement_info(reported: dict[str, Any] | None) -> dict[str, Any]:
+    """``info["confinement"]``: a fresh copy of what the executor reported, ``{}`` when nothing ran.
 
-    >>> _confinement_info(None), _confinement_info("process"), _confinement_info({"level": "namespaces"})
-    ({}, {'level': 'process'}, {'level': 'namespaces'})
+    >>> _confinement_info(None), _confinement_info({"level": "namespaces"})
+    ({}, {'level': 'namespaces'})
     """
-    if reported is None:
-        return {}
-    return dict(reported) if isinstance(reported, dict) else {"level": str(reported)}
+    return dict(reported or {})
 
 
 class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):

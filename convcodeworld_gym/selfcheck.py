@@ -81,5 +81,5 @@ def run_selfcheck(tasks: TaskSet, executor: Executor) -> SelfCheckReport:
             report.failures[task.task_id] = classify_failure(result, missing_modules(task))
     if results:
         conf = results[0].details.get("confinement")
-        report.confinement = conf.get("level", "") if isinstance(conf, dict) else str(conf or "")
+        report.confinement = (conf or {}).get("level", "")
     return report
