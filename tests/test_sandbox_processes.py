@@ -10,8 +10,12 @@ import sys
 import threading
 import time
 
+import pytest
+
 from convcodeworld_gym.sandbox import SandboxExecutor
-from convcodeworld_gym.sandbox.reap import guard_child, has_exited, kill_group
+from convcodeworld_gym.sandbox.confine import RunNamespaces
+from convcodeworld_gym.sandbox.reap import has_exited, kill_group
+from convcodeworld_gym.tasks import Task
 
 
 def _state(pid: int) -> str:
@@ -45,32 +49,81 @@ def test_has_exited_leaves_the_child_a_zombie_so_its_pid_stays_ours():
     assert proc.wait() == 0
 
 
-def test_guard_child_kills_the_group_on_sigterm_and_reports_the_signal():
-    """The helper pattern: SIGTERM to the guarding process kills its child's whole group, then it reaps."""
-    read_fd, write_fd = os.pipe()
-    guard = os.fork()
-    if guard == 0:  # the guarding process (as a run's helper is)
-        try:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-            child = os.fork()
+def _alive(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}") and _state(pid) != "Z"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a new PID namespace needs root")
+def test_run_namespaces_forks_pid_1_again_and_again_and_killing_it_ends_the_run():
+    """How a worker forks each run: straight into a fresh PID namespace, as its pid 1, while its own
+    later children stay in its namespace; SIGKILL to that unreaped child ends every process of the run."""
+    spawn = RunNamespaces()
+    try:
+        for _ in range(2):  # a second unshare(CLONE_NEWPID) works only if the first was undone
+            read_fd, write_fd = os.pipe()
+            child = spawn.fork()
             if child == 0:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-                os.setsid()
-                grandchild = subprocess.Popen(["sleep", "600"])  # in the child's group
-                os.write(write_fd, f"{grandchild.pid}\n".encode())
-                time.sleep(600)
-                os._exit(0)
-            status = guard_child(child)
-            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1)
-        except BaseException:  # noqa: BLE001
-            os._exit(2)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as fh:
-        grandchild = int(fh.readline())
-    os.kill(guard, signal.SIGTERM)  # our own unreaped child: a safe target
-    code = os.waitstatus_to_exitcode(os.waitpid(guard, 0)[1])
-    assert code == 128 + signal.SIGKILL
-    deadline = time.monotonic() + 30
-    while os.path.exists(f"/proc/{grandchild}") and _state(grandchild) != "Z":
-        assert time.monotonic() < deadline, "the child's group outlived the guard"
-        time.sleep(0.01)
+                try:
+                    grandchild = subprocess.Popen(["sleep", "600"], start_new_session=True)  # not even in its group
+                    os.write(write_fd, f"{os.getpid()} {grandchild.pid}\n".encode())
+                    time.sleep(600)
+                finally:
+                    os._exit(0)
+            os.close(write_fd)
+            with os.fdopen(read_fd) as fh:
+                inside, _ = (int(x) for x in fh.readline().split())
+            sleeper = next(int(p) for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) == child)
+            assert inside == 1
+            kill_group(child)
+            assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == -signal.SIGKILL
+            deadline = time.monotonic() + 30
+            while _alive(sleeper):
+                assert time.monotonic() < deadline, "a process of the run outlived its pid 1"
+                time.sleep(0.01)
+        ordinary = os.fork()  # the caller's own children are back in its namespace
+        if ordinary == 0:
+            os._exit(0 if os.getpid() != 1 else 1)
+        assert os.waitstatus_to_exitcode(os.waitpid(ordinary, 0)[1]) == 0
+    finally:
+        spawn.close()
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError):
+        return None
+
+
+_SQUARE_TESTS = """import unittest
+class TestCases(unittest.TestCase):
+    def test_two(self):
+        self.assertEqual(task_func(2), 4)
+    def test_three(self):
+        self.assertEqual(task_func(3), 9)
+"""
+_FORGE = """import unittest
+unittest.TestCase.run = lambda self, result=None: None  # would pass every test if it ran in the judge
+def task_func(x):
+    return 0
+"""
+
+
+def test_spares_made_for_the_other_judge_mode_still_judge_right():
+    """A worker makes its next spare for the last job's judge mode; jobs alternating between modes
+    (the split judge's program process forked on demand, or ended unused) are judged as always."""
+    split = Task("modes/split", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n", _SQUARE_TESTS)
+    mocked = Task("modes/mocked", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n",
+                  _SQUARE_TESTS.replace("import unittest", "import unittest\nfrom unittest.mock import patch")
+                  .replace("    def test_two", '    @patch("os.getcwd", return_value="/x")\n    def test_two').replace("test_two(self)", "test_two(self, _m)"))
+    with SandboxExecutor(workers=1, preload=(), cache=False) as ex:
+        assert ex.profile(split).mode.value == "split" and ex.profile(mocked).mode.value == "inprocess"
+        for _ in range(2):
+            for task in (split, mocked):
+                right, wrong = ex.run(task, task.ground_truth), ex.run(task, "def task_func(x):\n    return x + 1\n")
+                mode = "split" if task is split else "inprocess"
+                assert right.passed and not wrong.passed and right.details["judge"] == wrong.details["judge"] == mode
+            forged = ex.run(split, _FORGE)  # right after an in-process job: its program process was forked on demand
+            assert not forged.passed and forged.details["judge"] == "split"
+            assert [t.outcome.value for t in forged.tests] == ["failed", "failed"]

@@ -4,15 +4,16 @@ Everything here is a thin, checked wrapper over a system call (through ``ctypes`
 and 3.11 have no ``os.unshare``), plus the record of what was achieved.
 
 A worker calls :func:`enter_worker_namespaces` once at start (as root); for each execution it
-forks a child that calls :func:`enter_pid_namespace` and forks again; the grandchild (pid 1 of a
-fresh PID namespace) calls :func:`drop_to` before it runs anything untrusted.
+forks a child with :meth:`RunNamespaces.fork` (pid 1 of a fresh PID namespace, no process in
+between), which calls :func:`enter_run_mounts` and :func:`drop_to` before it runs anything untrusted.
 
 Holds:
     Level                 ``process`` < ``uid`` < ``namespaces`` < ``full``: the confinement levels, ordered
     Confinement           what one worker achieved (features, uid, level), reported in results
     SandboxSettings       sizes and limits of the confined child (tmpfs, address space, pids, ...)
     enter_worker_namespaces  new mount/net/ipc/uts namespaces, read-only root, private tmpfs /tmp
-    enter_run_namespaces  per run: new PID namespace (next child is its pid 1), fresh tmpfs /tmp and /dev/shm
+    RunNamespaces         per run: fork a child that is pid 1 of a new PID namespace
+    enter_run_mounts      per run, in that child: a new mount namespace, fresh tmpfs /tmp and /dev/shm
     mount_run_proc        per run, in its pid 1: a /proc of the run's own processes
     bring_up_loopback     a loopback-only network
     drop_to               setgroups/setgid/setuid to the slot uid, rlimits, no dumping, death signal
@@ -38,7 +39,8 @@ __all__ = [
     "Confinement",
     "SandboxSettings",
     "enter_worker_namespaces",
-    "enter_run_namespaces",
+    "RunNamespaces",
+    "enter_run_mounts",
     "bring_up_loopback",
     "mount_run_proc",
     "drop_to",
@@ -72,6 +74,7 @@ def _lib() -> Any:
         lib.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
         lib.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.unshare.argtypes = [ctypes.c_int]
+        lib.setns.argtypes = [ctypes.c_int, ctypes.c_int]
         lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
         lib.syscall.restype = ctypes.c_long
         _libc = lib
@@ -212,7 +215,7 @@ def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) 
     """Move the calling (root) process into new mount, network, IPC and UTS namespaces and lay out its view.
 
     ``/`` becomes read-only (this mount namespace only), ``/tmp`` becomes a private tmpfs (each run then
-    gets its own, see :func:`enter_run_namespaces`), the network has only a loopback, and each path in ``readable`` (the interpreter's prefix, site-packages, ...)
+    gets its own, see :func:`enter_run_mounts`), the network has only a loopback, and each path in ``readable`` (the interpreter's prefix, site-packages, ...)
     is made reachable for the unprivileged slot uid. Returns the feature names achieved.
 
     Raises:
@@ -228,12 +231,39 @@ def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) 
     return ("netns", "mountns", "ipcns", "utsns", "readonly_root", "private_tmpfs")
 
 
-def enter_run_namespaces(settings: SandboxSettings) -> None:
-    """Per run (in the worker's helper, as root): a new PID namespace for the caller's next child, and a new
-    mount namespace with a fresh size-limited ``/tmp`` and ``/dev/shm``, so nothing a run leaves there
-    reaches the next run; both vanish with the run's last process.
+class RunNamespaces:
+    """Forks each run's child straight into a new PID namespace, with no process in between.
+
+    ``unshare(CLONE_NEWPID)`` moves only the caller's *next* children into the new namespace, and
+    only once; :meth:`fork` therefore forks right after it and then returns the caller's later
+    children to its own namespace (``setns``), so the worker can do this for every run. The child
+    is the namespace's pid 1: when it dies the kernel kills every process of the run, and since it
+    is the worker's own child, the worker can kill it by pid for as long as it has not reaped it.
+    Needs root (CAP_SYS_ADMIN); construction or :meth:`fork` raise OSError otherwise.
     """
-    _check(_lib().unshare(_CLONE_NEWPID | _CLONE_NEWNS), "unshare(CLONE_NEWPID | CLONE_NEWNS)")
+
+    def __init__(self) -> None:
+        self._home = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+
+    def fork(self) -> int:
+        """``os.fork()``, the child being pid 1 of a fresh PID namespace; 0 in the child."""
+        _check(_lib().unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+        pid = -1
+        try:
+            pid = os.fork()
+        finally:
+            if pid != 0:
+                _check(_lib().setns(self._home, _CLONE_NEWPID), "setns(CLONE_NEWPID)")
+        return pid
+
+    def close(self) -> None:
+        os.close(self._home)
+
+
+def enter_run_mounts(settings: SandboxSettings) -> None:
+    """In a run's pid 1 (as root): a new mount namespace with a fresh size-limited ``/tmp`` and ``/dev/shm``,
+    so nothing a run leaves there reaches the next run; both vanish with the run's last process."""
+    _check(_lib().unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _mount("tmpfs", SANDBOX_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV,
            f"mode=1777,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
     if os.path.isdir("/dev/shm"):

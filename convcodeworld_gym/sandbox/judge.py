@@ -232,6 +232,10 @@ class Channel:
             left -= len(chunk)
         return b"".join(chunks)
 
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            os.close(fd)
+
     def recv(self) -> bytes:
         (size,) = struct.unpack("<Q", self._read_exact(8))
         if size > MAX_MESSAGE_BYTES:

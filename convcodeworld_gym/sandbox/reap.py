@@ -11,7 +11,6 @@ reap comes last.
 Holds:
     has_exited   has our child ended? (it is not reaped: its pid stays ours)
     kill_group   SIGKILL our unreaped child and its process group
-    guard_child  in a process that owns one child: wait for it; SIGTERM to us kills it first
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["has_exited", "kill_group", "guard_child"]
+__all__ = ["has_exited", "kill_group"]
 
 
 def has_exited(pid: int) -> bool:
@@ -37,19 +36,3 @@ def kill_group(pid: int) -> None:
             kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def guard_child(pid: int) -> int:
-    """Wait for our child ``pid``, kill what is left of its group, reap it; returns its wait status.
-
-    Call with SIGTERM blocked (block it before forking ``pid``, and unblock it in the child): a
-    SIGTERM sent to this process then kills the child's group, at once or as soon as this
-    function starts, and never after the reap. The child's pid stays ours until the final
-    ``waitpid``, so nothing signalled here can be another process.
-    """
-    signal.signal(signal.SIGTERM, lambda *_: kill_group(pid))
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # ended, still a zombie
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    kill_group(pid)  # what it left in its group (without a PID namespace; with one, the kernel did this)
-    return os.waitpid(pid, 0)[1]

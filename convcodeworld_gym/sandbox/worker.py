@@ -6,14 +6,16 @@ it confines itself as far as it can (see :mod:`.confine`), imports the heavy lib
 to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line on stdin), it:
 
 1. imports the job's own libraries into itself, so the next run of that task set is warm;
-2. hands the job to a *spare*: a child made before the job came. A helper forked from the worker
-   opened new PID and mount namespaces (fresh tmpfs ``/tmp``) and forked the child, pid 1 there,
-   which became the slot's non-root uid with rlimits in a fresh work dir, closed every inherited
-   descriptor and waits for its job. In ``split`` mode it is the judge and forks the program's
-   process; in ``inprocess`` mode it runs program and tests itself;
+2. hands the job to a *spare*: a child forked before the job came, straight into a new PID
+   namespace (:class:`.confine.RunNamespaces`: it is pid 1 there). It opened its own mount
+   namespace (fresh tmpfs ``/tmp``), became the slot's non-root uid with rlimits in a fresh work
+   dir, closed every inherited descriptor, and waits for its job. In ``split`` mode it is the
+   judge and has forked the program's process; in ``inprocess`` mode it runs program and tests
+   itself;
 3. reads the child's events under the time and output limits and answers one JSON line;
-4. then, off the critical path, kills the run's whole PID namespace, reaps it, and makes the
-   next spare (again after any new import, so spares start warm).
+4. then, off the critical path, kills the run's whole PID namespace (by its pid 1, the worker's
+   own unreaped child), reaps it, and makes the next spare (again after any new import, so
+   spares start warm).
 
 The worker is trusted: it never runs the program's code in its own process.
 
@@ -42,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from . import confine, landlock, reap, seccomp
+from . import confine, landlock, memory, reap, seccomp
 from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
@@ -151,46 +153,55 @@ def _harden(readable: list[str]) -> tuple[Hardening, list[str], list[str]]:
     return hardening, features, missing
 
 
-def establish(settings: SandboxSettings, uid: int, readable: list[str]) -> tuple[Confinement, Hardening]:
-    """Confine this worker as far as the machine allows; returns what was achieved and what each child adds."""
+def establish(settings: SandboxSettings, uid: int, readable: list[str]
+              ) -> tuple[Confinement, Hardening, confine.RunNamespaces | None]:
+    """Confine this worker as far as the machine allows.
+
+    Returns what was achieved, what each child adds to itself, and (at level ``namespaces`` and up)
+    the way each run's child is forked into its own PID namespace.
+    """
     missing: list[str] = []
     features: list[str] = ["process_group", "scrubbed_env", "closed_fds", "private_workdir", "output_cap"]
     if os.geteuid() != 0:
         uid = os.getuid()
         missing.append("uid: the executor does not run as root, so it cannot switch to a sandbox uid")
-        return Confinement(Level.PROCESS, uid, tuple(features), tuple(missing)), Hardening()
+        return Confinement(Level.PROCESS, uid, tuple(features), tuple(missing)), Hardening(), None
     level = Level.UID
     features += ["non_root_uid", "rlimits", "not_dumpable"]
+    spawn: confine.RunNamespaces | None = None
     try:
         features += confine.enter_worker_namespaces(settings, readable)
-        _probe_pid_namespace()
+        spawn = confine.RunNamespaces()
+        _probe_pid_namespace(spawn)
         level = Level.NAMESPACES
         features.append("pidns")
     except OSError as exc:
         missing.append(f"namespaces: {exc}")
+        spawn = None
     hardening, hardened, lacking = _harden(readable)
     features += hardened
     missing += lacking
     if level is Level.NAMESPACES and hardening.seccomp_filter is not None and hardening.landlock_read is not None:
         level = Level.FULL
-    return Confinement(level, uid, tuple(features), tuple(missing)), hardening
+    return Confinement(level, uid, tuple(features), tuple(missing)), hardening, spawn
 
 
-def _probe_pid_namespace() -> None:
-    """Raise OSError unless a forked child can open the per-run namespaces (each run's helper does exactly that)."""
-    pid = os.fork()
+def _probe_pid_namespace(spawn: confine.RunNamespaces) -> None:
+    """Raise OSError unless a run's child can be forked as each run's is (new PID namespace, then its own mounts)."""
+    pid = spawn.fork()
     if pid == 0:
         try:
-            confine.enter_run_namespaces(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100))
-            os._exit(0)
+            confine.enter_run_mounts(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100))
+            os._exit(0 if os.getpid() == 1 else 2)
         except BaseException:  # noqa: BLE001
             os._exit(1)
     if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
-        raise OSError("unshare(CLONE_NEWPID) failed")
+        raise OSError("a run's child could not get its own PID and mount namespaces")
 
 
 def _import_quietly(names: list[str]) -> None:
-    """Import ``names`` into the worker (failures are left to the run to report), then :func:`warm_up` them."""
+    """Import ``names`` into the worker (failures are left to the run to report), :func:`warm_up` them, and
+    :func:`.memory.settle` the worker so that forking it stays cheap."""
     for name in names:
         if name in sys.modules:
             continue
@@ -199,6 +210,7 @@ def _import_quietly(names: list[str]) -> None:
         except BaseException:  # noqa: BLE001 - a library that fails to import is reported by the run itself
             pass
     warm_up()
+    memory.settle()
 
 
 _warmed: set[str] = set()
@@ -238,13 +250,15 @@ def warm_up() -> None:
             pass
 
 
-def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, network: str, settings: SandboxSettings,
-              workdir: str, result_fd: int) -> None:
+def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, network: str, mode: Mode,
+              settings: SandboxSettings, workdir: str, result_fd: int) -> None:
     """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``.
 
     The child is made (and confined: uid, rlimits, Landlock, seccomp) before its job exists, so a run's
-    critical path holds no confinement setup and at most one fork. If a layer the worker reported cannot
-    be applied, the run fails with that reason and the job never runs. Never returns.
+    critical path holds no confinement setup. Made for ``split`` mode, it has also forked the program's
+    process ahead; a job in the other mode than expected costs one fork on the critical path (split)
+    or the end of that process (in-process). If a layer the worker reported cannot be applied, the run
+    fails with that reason and the job never runs. Never returns.
     """
     try:
         os.setsid()
@@ -271,23 +285,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             hardening.close_network()
     except OSError as exc:
         _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.")
-    # The program's process is forked now too, before the job: it waits for the program.
-    to_prog_r, to_prog_w = os.pipe()
-    to_judge_r, to_judge_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the program's process
-        for fd in (result_fd, job_fd, to_prog_w, to_judge_r):
-            os.close(fd)
-        channel = Channel(to_prog_r, to_judge_w)
-        try:
-            program, module, entry = pickle.loads(channel.recv())
-        except ProgramGone:
-            os._exit(0)
-        sys.path.insert(0, workdir)
-        serve_program(channel, program, module, entry)
-        os._exit(0)
-    os.close(to_prog_r)
-    os.close(to_judge_w)
+    program_process = _fork_program_process(workdir, (result_fd, job_fd)) if mode is Mode.SPLIT else None
     with os.fdopen(job_fd, "rb") as fh:
         data = fh.read()
     if not data:
@@ -299,7 +297,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     if job.get("network", "none") != network:  # the worker matches spares to jobs; never run with more network
         _refuse(result_fd, f"this run was prepared with network {network!r}; not run.")
     if job["mode"] == Mode.SPLIT.value:
-        channel = Channel(to_judge_r, to_prog_w)
+        pid, channel = program_process or _fork_program_process(workdir, (result_fd,))
         channel.send(pickle.dumps((job["program"], module, entry)))
         try:
             first = safe_loads(channel.recv())
@@ -312,13 +310,36 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         provided = {} if first[0] == "missing" else {entry: ProgramProxy(channel, entry, pid)}
         run_suite(result_fd, judge_source(job["program"], job["prelude"], job["test"]), module, test_class, provided)
     else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        for fd in (to_judge_r, to_prog_w):
-            os.close(fd)
+        if program_process is not None:
+            pid, channel = program_process
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            channel.close()
         sys.path.insert(0, workdir)
         run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class)
     os._exit(0)
+
+
+def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Channel]:
+    """Fork the split judge's program process (closing ``close`` in it): it waits for the program on its
+    channel and serves calls to it. Returns its pid and the judge's end of the channel."""
+    to_prog_r, to_prog_w = os.pipe()
+    to_judge_r, to_judge_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (*close, to_prog_w, to_judge_r):
+            os.close(fd)
+        channel = Channel(to_prog_r, to_judge_w)
+        try:
+            program, module, entry = pickle.loads(channel.recv())
+        except ProgramGone:
+            os._exit(0)
+        sys.path.insert(0, workdir)
+        serve_program(channel, program, module, entry)
+        os._exit(0)
+    os.close(to_prog_r)
+    os.close(to_judge_w)
+    return pid, Channel(to_judge_r, to_prog_w)
 
 
 def _refuse(result_fd: int, why: str) -> NoReturn:
@@ -348,83 +369,72 @@ def _prepare_workdir(workdir: str, confinement: Confinement) -> None:
 class _Spare:
     """A confined child made ahead of its job: it waits on ``job_w`` and streams events to ``result_r``.
 
-    ``helper`` is our child and owns the run's child, which is never signalled from the worker
-    (see :func:`_end_run`)."""
+    ``child`` is the worker's own child (the run's pid 1 when namespaced) and is signalled only
+    while unreaped (see :mod:`.reap`); ``status`` holds its wait status once reaped."""
 
-    helper: int
+    child: int
     job_w: int
     result_r: int
     workdir: str
     namespaced: bool
     imported: frozenset[str]
     network: str
+    status: int | None = None
+
+    def exited(self) -> bool:
+        """Has the child ended? If so, kill what is left of its group and reap it (once)."""
+        if self.status is None and reap.has_exited(self.child):
+            self.reap()
+        return self.status is not None
+
+    def reap(self) -> int:
+        """Kill the child's group (its whole PID namespace when namespaced), reap the child; its wait status."""
+        if self.status is None:
+            reap.kill_group(self.child)
+            self.status = os.waitpid(self.child, 0)[1]
+        return self.status
 
 
-def _make_spare(confinement: Confinement, hardening: Hardening, settings: SandboxSettings, counter: int,
-                imported: frozenset[str], network: str) -> _Spare:
-    namespaced = confinement.level.at_least(Level.NAMESPACES)
-    # Namespaced: the dir is made by the helper inside the run's own fresh /tmp, which vanishes with the run.
+def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.RunNamespaces | None,
+                settings: SandboxSettings, counter: int, imported: frozenset[str], network: str, mode: Mode) -> _Spare:
+    namespaced = spawn is not None
+    # Namespaced: the dir is made by the child inside the run's own fresh /tmp, which vanishes with the run.
     workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced else tempfile.mkdtemp(prefix="ccw_")
+    if not namespaced:
+        _prepare_workdir(workdir, confinement)
     read_fd, write_fd = os.pipe()
     job_r, job_w = os.pipe()
-    pid_r, pid_w = os.pipe()
-    helper = os.fork()
-    if helper == 0:
+    child = spawn.fork() if spawn is not None else os.fork()
+    if child == 0:
         try:
-            for fd in (read_fd, pid_r, job_w):
-                os.close(fd)
+            os.close(read_fd)
+            os.close(job_w)
+            confine.set_parent_death_signal()  # a worker that died before this leaves job_w closed: the child exits
             if namespaced:
-                confine.enter_run_namespaces(settings)
+                confine.enter_run_mounts(settings)
                 os.makedirs(workdir)
-            _prepare_workdir(workdir, confinement)
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # until guard_child is ready for it
-            child = os.fork()
-            if child == 0:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-                os.close(pid_w)
-                run_child(job_r, confinement, hardening, network, settings, workdir, write_fd)
-            os.close(write_fd)
-            os.close(job_r)
-            os.write(pid_w, str(child).encode())
-            os.close(pid_w)
-            confine.set_parent_death_signal()
-            status = reap.guard_child(child)  # the worker ends a run by SIGTERM to this helper, never by the child's pid
-            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
-        except BaseException:  # noqa: BLE001
-            os._exit(125)
-    for fd in (write_fd, pid_w, job_r):
+                _prepare_workdir(workdir, confinement)
+        except BaseException as exc:  # noqa: BLE001
+            _refuse(write_fd, f"the sandbox could not prepare this run ({exc}); it was not run.")
+        run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd)
+    for fd in (write_fd, job_r):
         os.close(fd)
-    os.read(pid_r, 32)  # handshake: the helper has forked the child, with SIGTERM held for guard_child
-    os.close(pid_r)
-    return _Spare(helper, job_w, read_fd, workdir, namespaced, imported, network)
+    return _Spare(child, job_w, read_fd, workdir, namespaced, imported, network)
 
 
-def _end_run(spare: _Spare) -> None:
-    """Have the run's helper kill its child's group. The helper is our child and not yet reaped (the
-    caller has no exit status for it), so this signal cannot reach any other process; the child's
-    own pid is never signalled from here, since the helper may already have reaped it."""
-    try:
-        os.kill(spare.helper, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-
-
-def _finish(spare: _Spare, status: list[int]) -> None:
+def _finish(spare: _Spare) -> None:
     """Kill what is left of a run (its whole PID namespace dies with its pid 1), reap it, remove its dir."""
-    if not status:
-        _end_run(spare)
     for fd in (spare.job_w, spare.result_r):
         try:
             os.close(fd)
         except OSError:
             pass
-    if not status:
-        status.append(os.waitpid(spare.helper, 0)[1])
+    spare.reap()
     if not spare.namespaced:
         shutil.rmtree(spare.workdir, ignore_errors=True)
 
 
-def _run_on(spare: _Spare, job: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+def _run_on(spare: _Spare, job: dict[str, Any]) -> dict[str, Any]:
     """Hand ``job`` to the spare's child and collect its events under the job's limits."""
     limits = Limits(**job["limits"])
     started = time.monotonic()
@@ -437,28 +447,13 @@ def _run_on(spare: _Spare, job: dict[str, Any]) -> tuple[dict[str, Any], list[in
         pass  # the child is gone: its exit status tells
     os.close(spare.job_w)
     spare.job_w = -1
-    status: list[int] = []
-
-    def exited() -> bool:
-        if not status:
-            pid, st = os.waitpid(spare.helper, os.WNOHANG)
-            if pid:
-                status.append(st)
-        return bool(status)
-
-    events, stop_reason = collect_events(spare.result_r, limits, exited)
+    events, stop_reason = collect_events(spare.result_r, limits, spare.exited)
     if stop_reason is None and events and events[-1].get("e") in ("done", "crash"):
         # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
         # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
-        reply = {"events": events, "stop_reason": None, "exit_desc": "ended", "run_s": time.monotonic() - started}
-        return reply, status
-    if not status:
-        _end_run(spare)
-        status.append(os.waitpid(spare.helper, 0)[1])
-    code = os.waitstatus_to_exitcode(status[0])  # the helper exits 128 + N when the child died of signal N
-    exit_desc = describe_exit(-(code - 128) if code > 128 else code)
-    reply = {"events": events, "stop_reason": stop_reason, "exit_desc": exit_desc, "run_s": time.monotonic() - started}
-    return reply, status
+        return {"events": events, "stop_reason": None, "exit_desc": "ended", "run_s": time.monotonic() - started}
+    exit_desc = describe_exit(os.waitstatus_to_exitcode(spare.reap()))
+    return {"events": events, "stop_reason": stop_reason, "exit_desc": exit_desc, "run_s": time.monotonic() - started}
 
 
 def main() -> None:
@@ -473,42 +468,43 @@ def main() -> None:
         os.dup2(null, fd)
     os.environ.update(child_env(confine.SANDBOX_ROOT))
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
-    confinement, hardening = establish(settings, config["uid"], config["readable"])
+    confinement, hardening, spawn = establish(settings, config["uid"], config["readable"])
     _import_quietly(config.get("preload", []))
     out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
     out.flush()
     counter = 0
     attempted: set[str] = set(config.get("preload", []))
     spare: _Spare | None = None
-    network = "none"  # what the next spare is made for: the last job's (runs of one task set tend to repeat it)
+    # What the next spare is made for: the last job's network and judge mode (runs of a task set tend to repeat them).
+    network, mode = "none", Mode.SPLIT
     for line in inp:
         counter += 1
         try:
             job = json.loads(line)
             wanted = set(job.get("preload", []))
-            network = job.get("network", "none")
+            network, mode = job.get("network", "none"), Mode(job.get("mode", Mode.SPLIT.value))
             if not wanted <= attempted:  # import first, then fork: the child starts warm
                 _import_quietly(sorted(wanted - attempted))
                 attempted |= wanted
                 if spare is not None:
-                    _finish(spare, [])
+                    _finish(spare)
                     spare = None
             if spare is not None and spare.network != network:
-                _finish(spare, [])
+                _finish(spare)
                 spare = None
             if spare is None:
-                spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted), network)
+                spare = _make_spare(confinement, hardening, spawn, settings, counter, frozenset(attempted), network, mode)
             used, spare = spare, None
-            reply, status = _run_on(used, job)
+            reply = _run_on(used, job)
         except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive
-            reply, used, status = {"worker_error": f"{type(exc).__name__}: {exc}"}, None, []
+            reply, used = {"worker_error": f"{type(exc).__name__}: {exc}"}, None
         out.write((json.dumps(reply) + "\n").encode("utf-8", "surrogatepass"))
         out.flush()
         # Off the critical path: clean up this run and make the next run's confined child.
         if used is not None:
-            _finish(used, status)
+            _finish(used)
         counter += 1
-        spare = _make_spare(confinement, hardening, settings, counter, frozenset(attempted), network)
+        spare = _make_spare(confinement, hardening, spawn, settings, counter, frozenset(attempted), network, mode)
 
 if __name__ == "__main__":
     main()
