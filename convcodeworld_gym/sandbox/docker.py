@@ -32,20 +32,17 @@ import socket
 import struct
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import ExecutorError
 from ..tasks import Task
-from .cache import ResultCache
-from .confine import Level, SandboxSettings
 from .executor import Executor, Limits
 from .landlock import abi as landlock_abi
 from .launch import WORKER_MODULE, Launcher, WorkerProcess
 from .local import child_env, describe_exit
 from .pool import SandboxExecutor
-from .profile import ProfileStore, TimePolicy
 from .result import ExecutionResult
 from .runtime import HEAVY_MODULES
 
@@ -315,9 +312,9 @@ class DockerExecutor(SandboxExecutor):
         environment: extra variables for the worker (its library imports). Runs never see them: each
             gets the same scrubbed environment as in the local sandbox.
         base_url: the engine (default: ``$DOCKER_HOST`` or the local socket).
-        settings, require, judge, calibrate, time_policy, profiles, cache: as :class:`~.pool.SandboxExecutor`.
-        preload: modules each worker tries to import up front (default: numpy, pandas, matplotlib; those
-            the image lacks are skipped).
+        sandbox_options: ``settings``, ``require``, ``judge``, ``calibrate``, ``time_policy``, ``profiles``,
+            ``cache``, ``preload``: as for :class:`~.pool.SandboxExecutor` (``preload`` defaults to numpy,
+            pandas and matplotlib, each skipped by the worker where the image lacks it).
 
     Contract: the program under test can never make ``run`` raise; a worker or container that dies is
     replaced and the run it was doing comes back failed with the reason. ``run`` raises
@@ -340,14 +337,7 @@ class DockerExecutor(SandboxExecutor):
         volumes: Mapping[str, str] | None = None,
         environment: Mapping[str, str] | None = None,
         base_url: str | None = None,
-        settings: SandboxSettings | None = None,
-        require: Level | str | None = None,
-        judge: str = "auto",
-        calibrate: bool = True,
-        time_policy: TimePolicy | None = None,
-        profiles: ProfileStore | None = None,
-        cache: ResultCache | bool = True,
-        preload: Sequence[str] | None = None,
+        **sandbox_options: Any,
     ) -> None:
         if slots is not None and slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
@@ -363,9 +353,8 @@ class DockerExecutor(SandboxExecutor):
         self.image, self.python = image, python
         launcher = ContainerLauncher(client, image, python=python, memory=memory, pids=pids, cpus=cpus,
                                      tmpfs_size=tmpfs_size, volumes=volumes or {}, environment=environment or {})
-        super().__init__(limits, workers=slots or Executor.default_concurrency(self), settings=settings,
-                         require=require, judge=judge, calibrate=calibrate, time_policy=time_policy, profiles=profiles,
-                         cache=cache, preload=tuple(HEAVY_MODULES if preload is None else preload), launcher=launcher)
+        sandbox_options.setdefault("preload", HEAVY_MODULES)  # the image's libraries are unknown here: try them all
+        super().__init__(limits, workers=slots or Executor.default_concurrency(self), launcher=launcher, **sandbox_options)
         self.slots = len(self._workers)
         self._label = launcher.label
 
