@@ -170,8 +170,8 @@ class _ContainerWorker(WorkerProcess):
         text = describe_exit(-(code - 128) if code is not None and code > 128 else code, "was lost with its container")
         try:
             self.container.reload()
-            if self.container.attrs.get("State", {}).get("OOMKilled"):
-                text += " (its container hit the memory limit)"
+            if self.container.attrs.get("State", {}).get("OOMKilled"):  # Docker keeps this from any earlier run too
+                text += " (its container has hit its memory limit)"
         except Exception:  # noqa: BLE001
             pass
         err = self._frames.stderr_tail.decode("utf-8", "replace").strip()
