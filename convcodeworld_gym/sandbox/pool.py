@@ -321,7 +321,7 @@ class SandboxExecutor(Executor):
 
     def _ensure(self, worker: _Worker) -> None:
         if self._closed:
-            raise ExecutorError("the SandboxExecutor is closed; create a new one")
+            raise ExecutorError(f"this {type(self).__name__} is closed; create a new one")
         if worker.alive:
             return
         if worker.proc is not None:  # died between runs
