@@ -51,7 +51,7 @@ __all__ = ["DockerExecutor", "DockerUnavailable", "ContainerLauncher", "WORKER_C
 
 #: Where the package is bind-mounted (read-only) inside every container; on the worker's ``sys.path``.
 PACKAGE_IN_CONTAINER = "/ccw"
-#: PID 1 of every container becomes nobody:nogroup (present in every Debian-based image) before anything else.
+#: PID 1 of every container becomes this uid and gid (nobody) first thing; no passwd entry is needed.
 KEEPER_UID = 65534
 #: What the worker (root in the container) keeps of root's capabilities; everything else is dropped.
 WORKER_CAPABILITIES: dict[str, str] = {
