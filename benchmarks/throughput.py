@@ -8,8 +8,8 @@ machine (``sandbox``: the default ``SandboxExecutor``, warm confined workers; ``
 offline host-Python image), and the ids' own ``ThreadedVectorEnv`` (``make_vec`` without a
 mode). Sync shares ONE executor between its envs, Threaded shares one too (one worker or
 container per core), Async gives each worker process its own (a factory: a sandbox with one
-worker per core, a local executor, or one container). The sandbox's result cache is off, so
-every step really executes.
+worker per core, a local executor, or one container). The result cache of the sandbox and of
+Docker (the same sandbox worker, in containers) is off, so every step really executes.
 
     python benchmarks/throughput.py                 # everything, ~6 minutes on 2 cores
     python benchmarks/throughput.py --backends sandbox --no-ray --envs 1,2 --seconds 4
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         from convcodeworld_gym.testing.docker_image import build_host_python_image
 
         image = build_host_python_image(docker.from_env(version="auto"))
-        factory = functools.partial(DockerExecutor, image.tag, slots=1, python=image.python, volumes=image.volumes)
+        factory = functools.partial(DockerExecutor, image.tag, slots=1, python=image.python, volumes=image.volumes,
+                                    cache=False)
         shared.append(factory())
         backends["docker"] = {"sync": shared[-1], "async": factory, "threaded": functools.partial(factory, slots=cores)}
 

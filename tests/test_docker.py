@@ -1,25 +1,34 @@
 """The Docker executor on a real engine: canonical solutions pass, hostile programs are contained.
 
-Needs a running dockerd (``.ci/start-dockerd``) and the ``docker`` package; otherwise every
-test here skips with the reason. The image is assembled offline from the host's Python
-(:mod:`convcodeworld_gym.testing.docker_image`).
+The worker in each container is the local sandbox's, so the split judge holds here too: the forge
+cases of the sandbox's hostile tests (:mod:`hostile_programs`) get no pass. Needs a running
+dockerd (``.ci/start-dockerd``) and the ``docker`` package; otherwise every test here skips with
+the reason. The image is assembled offline from the host's Python
+(:mod:`convcodeworld_gym.testing.docker_image`). Every bomb is bounded (forks by the pids limit,
+memory by the container's limit).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 import time
+import uuid
 
 import pytest
 
-from convcodeworld_gym.sandbox import Limits, LocalExecutor, Outcome
-from convcodeworld_gym.sandbox.docker import DockerExecutor, DockerUnavailable
+from convcodeworld_gym.errors import ExecutorError
+from convcodeworld_gym.sandbox import Limits, LocalExecutor, Outcome, SandboxExecutor, TimePolicy
+from convcodeworld_gym.sandbox.docker import CONTAINER_FEATURES, DockerExecutor, DockerUnavailable
 from convcodeworld_gym.tasks import Task
+
+from hostile_programs import EXIT_CALLS, FORGE_REJECTED, FORGES, SQUARE, assert_rejected, texts
 
 pytestmark = pytest.mark.docker
 
 PIDS, MEMORY = 128, "512m"
+SECRET = f"s3cret-{uuid.uuid4().hex}"
 PROBE_TEST = """
 import unittest
 
@@ -27,6 +36,8 @@ class TestCases(unittest.TestCase):
     def test_probe(self):
         self.assertEqual(probe(), "contained")
 """
+# Processes of the slot uid a run may see of itself: its judge and its program process.
+OWN_RUN = 2
 
 
 def probe_task(name: str) -> Task:
@@ -46,13 +57,45 @@ def docker_client():
 
 
 @pytest.fixture(scope="module")
-def docker_executor(docker_client):
+def image(docker_client):
     from convcodeworld_gym.testing.docker_image import build_host_python_image
 
-    image = build_host_python_image(docker_client)
-    limits = Limits(suite_timeout_s=8.0, test_timeout_s=4.0)
-    with DockerExecutor(image.tag, limits=limits, slots=2, python=image.python, volumes=image.volumes, memory=MEMORY, pids=PIDS) as ex:
+    return build_host_python_image(docker_client)
+
+
+def make_executor(image, **kwargs) -> DockerExecutor:
+    """A small executor on the test image: short time limits, no result cache (every attack really runs)."""
+    options = {"limits": Limits(suite_timeout_s=8.0, test_timeout_s=4.0), "time_policy": TimePolicy(floor_s=3.0, cap_s=8.0),
+               "memory": MEMORY, "pids": PIDS, "cache": False, **kwargs}
+    return DockerExecutor(image.tag, python=image.python, volumes=image.volumes, **options)
+
+
+@pytest.fixture(scope="module")
+def docker_executor(image):
+    with make_executor(image, slots=2, environment={"CCW_CONTAINER_SECRET": SECRET}) as ex:
         yield ex
+
+
+@pytest.fixture(scope="module")
+def one_slot(image):
+    """One container: successive runs are sure to share it."""
+    with make_executor(image, slots=1) as ex:
+        yield ex
+
+
+def uid_processes_left(exclude_own_run: bool) -> str:
+    """Program lines that count the other live processes of the run's uid (``left`` is their number)."""
+    own = "(os.getpid(), os.getppid())" if exclude_own_run else "()"
+    return (
+        "    left = 0\n"
+        "    for p in os.listdir('/proc'):\n"
+        f"        if p.isdigit() and int(p) not in {own}:\n"
+        "            try:\n"
+        "                st = open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()\n"
+        "                left += os.stat(f'/proc/{p}').st_uid == os.getuid() and st[0] != 'Z'\n"
+        "            except OSError:\n"
+        "                pass\n"
+    )
 
 
 def test_no_engine_is_a_clear_error() -> None:
@@ -69,11 +112,30 @@ def test_canonical_solutions_match_local(docker_executor, humaneval) -> None:
     tasks = [humaneval[f"HumanEval/{i}"] for i in range(6)]
     jobs = [(t, t.ground_truth) for t in tasks] + [(tasks[0], "def has_close_elements(a, b):\n    return 1 / 0\n")]
     results = docker_executor.run_many(jobs)
-    with LocalExecutor() as local:
-        expected = local.run_many(jobs)
-    assert [r.passed for r in results] == [True] * 6 + [False]
-    assert results == expected
-    assert results[0].details["backend"] == "docker" and results[0].details["confinement"]["level"] == "container"
+    with SandboxExecutor(workers=1, preload=(), cache=False) as sandbox, LocalExecutor() as local:
+        expected, unconfined = sandbox.run_many(jobs), local.run_many(jobs)
+    assert [r.passed for r in results] == [r.passed for r in unconfined] == [True] * 6 + [False]
+    assert results == expected  # test by test, tracebacks included: the same worker and judge as the local sandbox
+    details = results[0].details
+    assert details["backend"] == "docker" and details["judge"] == "split" and details["image"] == docker_executor.image
+
+
+def test_confinement_is_reported_truthfully(docker_executor) -> None:
+    conf = docker_executor.run(SQUARE, SQUARE.ground_truth).details["confinement"]
+    assert set(conf) == {"level", "uid", "features", "missing", "network"} and conf["network"] == "none"
+    # root in the container drops each run to the slot's uid; no CAP_SYS_ADMIN, so no namespaces per run
+    assert conf["level"] == "uid" and conf["uid"] >= 61000, conf
+    assert {"non_root_uid", "rlimits", "not_dumpable", *CONTAINER_FEATURES} <= set(conf["features"]), conf
+    assert any(m.startswith("namespaces:") and "CAP_SYS_ADMIN" in m for m in conf["missing"]), conf
+    assert not any("split judge" in m for m in conf["missing"]), conf
+    for layer in ("seccomp", "landlock"):  # achieved, or said missing with the reason
+        assert any(f.startswith(layer) for f in conf["features"]) or any(m.startswith(layer) for m in conf["missing"]), conf
+
+
+@pytest.mark.parametrize("program", list(FORGES.values()) + list(EXIT_CALLS.values()), ids=list(FORGES) + list(EXIT_CALLS))
+def test_forging_a_pass_fails_under_the_split_judge(docker_executor, program) -> None:
+    result = assert_rejected(docker_executor, program, *FORGE_REJECTED)
+    assert result.details["judge"] == "split" and result.details["backend"] == "docker"
 
 
 def test_infinite_loop_times_out_and_the_slot_recovers(docker_executor) -> None:
@@ -81,11 +143,11 @@ def test_infinite_loop_times_out_and_the_slot_recovers(docker_executor) -> None:
     started = time.monotonic()
     result = docker_executor.run(task, "def probe():\n    while True:\n        pass\n")
     assert time.monotonic() - started < 30
-    assert not result.passed and result.tests[0].outcome is Outcome.TIMEOUT and result.limits_hit == ("test_timeout",)
+    assert not result.passed and result.tests[0].outcome is Outcome.TIMEOUT and result.timed_out
     assert all(r.passed for r in docker_executor.run_many([(task, task.ground_truth)] * 2))
 
 
-def test_fork_bomb_is_bounded_and_cleaned_up(docker_executor) -> None:
+def test_fork_bomb_is_bounded_and_cleaned_up(one_slot) -> None:
     task = probe_task("fork")
     bomb = (
         "import os, time\n"
@@ -101,17 +163,13 @@ def test_fork_bomb_is_bounded_and_cleaned_up(docker_executor) -> None:
         "        pass\n"
         "    return f'forked {n}'\n"
     )
-    result = docker_executor.run(task, bomb)
+    result = one_slot.run(task, bomb)
     assert not result.passed
     forked = int(re.search(r"forked (\d+)", result.tests[0].traceback).group(1))
     assert 0 < forked < PIDS, f"the pids limit did not hold: {forked} forks"
-    counter = (
-        "import os\n"
-        "def probe():\n"
-        "    mine = [p for p in os.listdir('/proc') if p.isdigit() and os.stat('/proc/' + p).st_uid == os.getuid()]\n"
-        "    return 'contained' if len(mine) <= 4 else f'{len(mine)} processes left'\n"
-    )
-    assert all(r.passed for r in docker_executor.run_many([(task, counter)] * 2)), "processes of an earlier run survived"
+    counter = "import os\ndef probe():\n" + uid_processes_left(True) + "    return 'contained' if not left else f'{left} processes left'\n"
+    result = one_slot.run(task, counter)
+    assert result.passed, texts(result)
 
 
 def test_memory_bomb_is_bounded(docker_executor) -> None:
@@ -119,7 +177,7 @@ def test_memory_bomb_is_bounded(docker_executor) -> None:
     bomb = "def probe():\n    blocks = [b'x' * (100 << 20) for _ in range(80)]\n    return f'allocated {len(blocks) * 100} MB'\n"
     result = docker_executor.run(task, bomb)
     assert not result.passed and result.tests[0].outcome is not Outcome.PASSED
-    assert "allocated 8000 MB" not in result.tests[0].traceback
+    assert "allocated 8000 MB" not in texts(result)
     assert docker_executor.run(task, task.ground_truth).passed
 
 
@@ -129,7 +187,8 @@ def test_writes_outside_the_work_dir_fail(docker_executor) -> None:
         "import os\n"
         "def probe():\n"
         "    wrote = []\n"
-        "    for path in ['/etc/ccw_probe', '/tmp/ccw_probe', '/usr/ccw_probe', '/ccw/ccw_probe', '/ccw_probe', '/root/ccw_probe', '/dev/shm/../ccw_probe']:\n"
+        "    for path in ['/etc/ccw_probe', '/usr/ccw_probe', '/ccw/ccw_probe', '/ccw/convcodeworld_gym/x.py',\n"
+        "                 '/ccw_probe', '/root/ccw_probe', '/dev/shm/../ccw_probe']:\n"
         "        try:\n"
         "            with open(path, 'w') as handle:\n"
         "                handle.write('x')\n"
@@ -141,12 +200,12 @@ def test_writes_outside_the_work_dir_fail(docker_executor) -> None:
         "    return 'contained' if not wrote else f'wrote {wrote}'\n"
     )
     result = docker_executor.run(task, program)
-    assert result.passed, result.tests[0].traceback
+    assert result.passed, texts(result)
     assert not os.path.exists("/usr/ccw_probe")
 
 
 def test_no_network_and_no_secrets(docker_executor, monkeypatch) -> None:
-    monkeypatch.setenv("CCW_TEST_SECRET", "s3cret-token")
+    monkeypatch.setenv("CCW_TEST_SECRET", SECRET)  # in this process, and (environment=) in every worker
     task = probe_task("network")
     program = (
         "import os, socket\n"
@@ -154,44 +213,101 @@ def test_no_network_and_no_secrets(docker_executor, monkeypatch) -> None:
         "    ifaces = [line.split(':')[0].strip() for line in open('/proc/net/dev').read().splitlines()[2:]]\n"
         "    reached = []\n"
         "    for host, port in [('1.1.1.1', 53), ('10.0.0.1', 80), ('172.17.0.1', 2375)]:\n"
-        "        s = socket.socket()\n"
-        "        s.settimeout(2)\n"
-        "        try:\n"
-        "            s.connect((host, port))\n"
+        "        try:\n"  # no IP socket at all under the worker's seccomp filter; no route without it
+        "            socket.create_connection((host, port), timeout=2).close()\n"
         "            reached.append(host)\n"
         "        except OSError:\n"
         "            pass\n"
-        "        finally:\n"
-        "            s.close()\n"
         "    leaked = [k for k, v in os.environ.items() if 's3cret' in v]\n"
+        "    for pid in os.listdir('/proc'):\n"
+        "        try:\n"
+        "            if b's3cret' in open(f'/proc/{pid}/environ', 'rb').read():\n"
+        "                leaked.append(pid)\n"
+        "        except OSError:\n"
+        "            pass\n"
         "    return 'contained' if ifaces == ['lo'] and not reached and not leaked else f'{ifaces} {reached} {leaked}'\n"
     )
     result = docker_executor.run(task, program)
-    assert result.passed, result.tests[0].traceback
+    assert result.passed, texts(result)
+    # the attack is real: the worker (a process the run can list) holds the secret in its environment
+    worker = docker_executor._workers[result.details["worker"]].proc.container  # noqa: SLF001
+    assert SECRET.encode() in worker.exec_run(["/bin/sh", "-c", "cat /proc/[0-9]*/environ"], user="0").output
 
 
-def test_close_removes_every_container(docker_client) -> None:
-    from convcodeworld_gym.testing.docker_image import build_host_python_image
+def test_nothing_survives_into_the_next_run(one_slot) -> None:
+    task = probe_task("leftovers")
+    writer = (
+        "import os, time\n"
+        "def probe():\n"
+        "    for path in ('/dev/shm/ccw_left', '/tmp/ccw_left', 'left.txt'):\n"
+        "        with open(path, 'w') as handle:\n"
+        "            handle.write('x')\n"
+        "    if os.fork() == 0:\n"  # a daemon: out of the run's process group and session
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "    time.sleep(0.2)\n"
+        "    return 'contained'\n"
+    )
+    reader = (
+        "import os\n"
+        "def probe():\n"
+        "    files = [p for p in ('/dev/shm/ccw_left', 'left.txt') if os.path.exists(p)]\n"
+        "    files += [d for d in os.listdir('/tmp') if os.stat(os.path.join('/tmp', d)).st_uid == os.getuid()\n"
+        "              and os.path.join('/tmp', d) != os.getcwd()]\n"  # /tmp/ccw_left, earlier work dirs
+        + uid_processes_left(True)
+        + "    return 'contained' if not files and not left else f'left over: {files}, {left} processes'\n"
+    )
+    for _ in range(2):
+        assert one_slot.run(task, writer).passed
+        result = one_slot.run(task, reader)
+        assert result.passed, texts(result)
 
-    image = build_host_python_image(docker_client)
+
+def test_a_killed_container_is_replaced_like_a_dead_worker(one_slot, docker_client) -> None:
+    task = probe_task("killed")
+    assert one_slot.run(task, task.ground_truth).passed
+    replaced = one_slot.replaced_workers
+    slot = one_slot._workers[0]  # noqa: SLF001 - the test kills the real container
+    slot.proc.container.kill()  # between runs
+    deadline = time.monotonic() + 20
+    while slot.alive:
+        assert time.monotonic() < deadline, "the killed container's worker still looks alive"
+        time.sleep(0.05)
+    assert one_slot.run(task, task.ground_truth).passed and one_slot.replaced_workers == replaced + 1
+    out: list = []  # mid-run: the run fails with the reason, the next one gets a fresh container
+    runner = threading.Thread(target=lambda: out.append(one_slot.run(task, "import time\ndef probe():\n    time.sleep(60)\n")))
+    runner.start()
+    time.sleep(1.5)
+    slot.proc.container.kill()
+    runner.join(timeout=30)
+    assert not runner.is_alive(), "the run hung after its container was killed"
+    assert not out[0].passed and "sandbox worker" in texts(out[0]) and "worker_died" in out[0].details, texts(out[0])
+    assert one_slot.run(task, task.ground_truth).passed and one_slot.replaced_workers == replaced + 2
+    assert len(docker_client.containers.list(all=True, filters={"label": f"convcodeworld={one_slot._label}"})) == 1  # noqa: SLF001
+
+
+def test_close_removes_every_container_and_results_are_cached(docker_client, image) -> None:
     task = probe_task("teardown")
-    ex = DockerExecutor(image.tag, slots=2, python=image.python, volumes=image.volumes)
-    assert all(r.passed for r in ex.run_many([(task, task.ground_truth)] * 4))
-    label = {"label": f"convcodeworld={ex._label}"}
+    ex = make_executor(image, slots=2, cache=True, calibrate=False)
+    programs = [task.ground_truth + f"# {i}\n" for i in range(4)]
+    assert all(r.passed for r in ex.run_many([(task, p) for p in programs]))
+    assert ex.run(task, programs[0]).details.get("cache") == "hit"
+    label = {"label": f"convcodeworld={ex._label}"}  # noqa: SLF001
     assert len(docker_client.containers.list(all=True, filters=label)) == 2
     ex.close()
     ex.close()
     assert docker_client.containers.list(all=True, filters=label) == []
+    with pytest.raises(ExecutorError, match="closed"):
+        ex.run(task, programs[1] + "# after close\n")
 
 
-def test_async_vector_env_with_a_docker_executor_per_worker(docker_client) -> None:
+def test_async_vector_env_with_a_docker_executor_per_worker(docker_client, image) -> None:
     import functools
 
     import gymnasium as gym
 
-    from convcodeworld_gym.testing.docker_image import build_host_python_image
-
-    image = build_host_python_image(docker_client)
     ours = {"label": "convcodeworld"}
     before = len(docker_client.containers.list(all=True, filters=ours))
     factory = functools.partial(DockerExecutor, image.tag, slots=1, python=image.python, volumes=image.volumes)
@@ -200,9 +316,10 @@ def test_async_vector_env_with_a_docker_executor_per_worker(docker_client) -> No
     try:
         envs.reset(seed=0)
         truth = envs.unwrapped.call("task")[0].ground_truth
-        obs, rewards, terminated, _, _ = envs.step((truth, "def has_close_elements(a, b):\n    return False\n"))
+        obs, rewards, terminated, _, info = envs.step((truth, "def has_close_elements(a, b):\n    return False\n"))
         assert list(rewards) == [1.0, 0.0] and list(terminated) == [True, False]
         assert obs["execution_feedback"][0] == "Passed all test runs" and "TEST_" in obs["execution_feedback"][1]
+        assert list(info["confinement"]["level"]) == ["uid", "uid"]
         assert len(docker_client.containers.list(all=True, filters=ours)) == before + 2
     finally:
         envs.close()
@@ -226,40 +343,3 @@ def test_a_forked_copy_refuses_to_run(docker_executor) -> None:
     process.join(10)
     assert message.startswith("ExecutorError") and "functools.partial" in message
     assert docker_executor.run(probe_task("after"), "def probe():\n    return 'contained'\n").passed
-
-
-def test_nothing_survives_into_the_next_run(docker_executor) -> None:
-    task = probe_task("leftovers")
-    writer = (
-        "import os\n"
-        "def probe():\n"
-        "    for path in ('/dev/shm/ccw_left', 'left.txt'):\n"
-        "        with open(path, 'w') as handle:\n"
-        "            handle.write('x')\n"
-        "    return 'contained'\n"
-    )
-    reader = (
-        "import os\n"
-        "def probe():\n"
-        "    left = [p for p in ('/dev/shm/ccw_left', 'left.txt') if os.path.exists(p)]\n"
-        "    return 'contained' if not left else f'left over: {left}'\n"
-    )
-    for _ in range(2):  # sequential runs reuse the most recently freed slot
-        assert docker_executor.run(task, writer).passed
-        result = docker_executor.run(task, reader)
-        assert result.passed, result.tests[0].traceback
-
-
-def test_a_container_killed_under_the_executor_is_an_executor_error_then_replaced(docker_client) -> None:
-    from convcodeworld_gym.errors import ExecutorError
-    from convcodeworld_gym.testing.docker_image import build_host_python_image
-
-    image = build_host_python_image(docker_client)
-    task = probe_task("engine")
-    with DockerExecutor(image.tag, slots=1, python=image.python, volumes=image.volumes) as ex:
-        assert ex.run(task, task.ground_truth).passed
-        (container,) = docker_client.containers.list(filters={"label": f"convcodeworld={ex._label}"})
-        container.kill()  # the engine side fails, not the program
-        with pytest.raises(ExecutorError, match="could not start an execution"):
-            ex.run(task, task.ground_truth)
-        assert ex.run(task, task.ground_truth).passed  # a fresh container took the slot

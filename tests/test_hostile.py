@@ -24,63 +24,16 @@ from convcodeworld_gym import ConvCodeWorldEnv
 from convcodeworld_gym.sandbox import Level, SandboxExecutor, SandboxSettings, TimePolicy
 from convcodeworld_gym.tasks import Task
 
-SQUARE_TESTS = """import unittest
-class TestCases(unittest.TestCase):
-    def test_two(self):
-        self.assertEqual(task_func(2), 4)
-    def test_three(self):
-        self.assertEqual(task_func(3), 9)
-"""
-# A task whose tests use mock: judged in-process (a mock cannot reach another process).
-MOCK_TESTS = """import unittest
-from unittest.mock import patch
-class TestCases(unittest.TestCase):
-    @patch("os.getcwd", return_value="/x")
-    def test_two(self, _m):
-        self.assertEqual(task_func(2), 4)
-    def test_three(self):
-        self.assertEqual(task_func(3), 9)
-"""
-SQUARE = Task("hostile/square", "Square x.", "import os\ndef task_func(x):\n", "task_func", "    return x * x\n", SQUARE_TESTS)
-MOCKED = Task("hostile/mocked", "Square x.", "import os\ndef task_func(x):\n", "task_func", "    return x * x\n", MOCK_TESTS)
+from hostile_programs import (ALWAYS_EQUAL, FORGE_CHANNEL, FORGE_REJECTED, FRAME_WALK, MOCKED, PATCH_UNITTEST, SQUARE,
+                             assert_rejected, succeed_if, texts)
+
 SETTINGS = SandboxSettings(tmpfs_mb=64, tmpfs_inodes=2000, address_space_mb=1024, file_size_mb=32, max_processes=64)
-
-
-def succeed_if(attack: str) -> str:
-    """A program whose answer is right only if ``attack`` (a statement block setting ``ok``) succeeded."""
-    body = "\n".join("    " + line for line in attack.strip("\n").splitlines())
-    return f"""import os, sys
-def _attack():
-{body}
-    return ok
-def task_func(x):
-    try:
-        ok = _attack()
-    except BaseException as exc:
-        raise RuntimeError(f"attack blocked: {{type(exc).__name__}}: {{exc}}")
-    if not ok:
-        raise RuntimeError("attack blocked")
-    return x * x
-"""
 
 
 @pytest.fixture(scope="module")
 def sandbox():
     with SandboxExecutor(workers=2, settings=SETTINGS, preload=(), time_policy=TimePolicy(floor_s=3.0, cap_s=10.0)) as ex:
         yield ex
-
-
-def texts(result) -> str:
-    return "\n".join([result.crash or ""] + [t.traceback for t in result.tests])
-
-
-def assert_rejected(ex: SandboxExecutor, program: str, *expected: str, task: Task = SQUARE):
-    result = ex.run(task, program)
-    assert not result.passed, f"the attack earned a pass: {result}"
-    text = texts(result)
-    assert any(e in text for e in expected), f"failure text does not say why ({expected}): {text[-2000:]}"
-    assert ex.run(task, task.ground_truth).passed, "the executor stopped working after the attack"
-    return result
 
 
 def sandbox_uid_processes(ex: SandboxExecutor) -> list[str]:
@@ -378,49 +331,10 @@ def test_exit_calls_do_not_pass(sandbox, exit_code, where):
     assert_rejected(sandbox, program, "SystemExit", "exited with code 0", "before reporting", "closed the channel")
 
 
-PATCH_UNITTEST = """import unittest
-unittest.TestCase.assertEqual = lambda *a, **k: None
-unittest.TestCase.run = lambda self, result=None: (result.startTest(self), result.addSuccess(self), result.stopTest(self))
-def task_func(x):
-    return -1
-"""
-FRAME_WALK = """import sys
-def task_func(x):
-    frame = sys._getframe(1)
-    while frame is not None:
-        me = frame.f_locals.get('self')
-        if me is not None and hasattr(me, 'assertEqual'):
-            type(me).assertEqual = lambda *a, **k: None
-            me.assertEqual = lambda *a, **k: None
-        frame = frame.f_back
-    return -1
-"""
-FORGE_CHANNEL = """import os, json
-def task_func(x):
-    lines = ''.join(json.dumps(e) + '\\n' for e in (
-        [{'e': 'end', 'name': n, 'outcome': 'passed', 'tb': ''} for n in ('test_two', 'test_three')] + [{'e': 'done'}]))
-    for fd in os.listdir('/proc/self/fd'):
-        try:
-            os.write(int(fd), lines.encode())
-        except OSError:
-            pass
-    os._exit(0)
-"""
-ALWAYS_EQUAL = """class Anything:
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-def task_func(x):
-    return Anything()
-"""
-
-
 @pytest.mark.parametrize("program", [PATCH_UNITTEST, FRAME_WALK, FORGE_CHANNEL, ALWAYS_EQUAL],
                          ids=["patch_unittest", "frame_walk", "forge_channel", "always_equal"])
 def test_forging_a_pass_fails_in_split_mode(sandbox, program):
-    result = assert_rejected(sandbox, program, "AssertionError", "UnpicklingError", "only plain data", "closed the channel",
-                             "ProgramGone", "exited")
+    result = assert_rejected(sandbox, program, *FORGE_REJECTED)
     assert result.details["judge"] == "split"
 
 

@@ -127,3 +127,37 @@ def test_spares_made_for_the_other_judge_mode_still_judge_right():
             forged = ex.run(split, _FORGE)  # right after an in-process job: its program process was forked on demand
             assert not forged.passed and forged.details["judge"] == "split"
             assert [t.outcome.value for t in forged.tests] == ["failed", "failed"]
+
+
+def test_sweep_uid_ends_every_process_and_file_of_the_uid_and_nothing_else():
+    """Level ``uid`` (no PID namespace per run, as in a container): what a run left under its uid is swept."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from convcodeworld_gym.sandbox.pool import _claim_uid
+    from convcodeworld_gym.sandbox.sweep import sweep_uid
+
+    if os.geteuid() != 0:
+        pytest.skip("LOUD SKIP: sweeping a uid needs root (to become it)")
+    uid, lock = _claim_uid(62000)  # a uid no executor on this machine uses
+    shared = Path(tempfile.mkdtemp(prefix="ccw_sweep_"))  # in /tmp: reachable for the uid
+    try:
+        os.chmod(shared, 0o777)
+        (shared / "root_owned").write_text("x")
+        # as the uid: a file, a dir it made unreadable with a file inside, and a sleeper in a session of its own
+        script = "mkdir -p d/e && touch d/e/f && chmod 0 d && touch g && exec setsid sleep 60"
+        daemon = subprocess.Popen(["/bin/sh", "-c", script], cwd=shared, user=uid, group=uid, extra_groups=[])
+        deadline = time.monotonic() + 30
+        while not (shared / "g").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        bystander = subprocess.Popen(["sleep", "60"])  # root's: untouched
+        assert sweep_uid(uid, [str(shared)])
+        assert daemon.wait(10) == -signal.SIGKILL
+        assert sorted(p.name for p in shared.iterdir()) == ["root_owned"] and bystander.poll() is None
+        bystander.kill()
+        bystander.wait()
+    finally:
+        os.close(lock)
+        shutil.rmtree(shared, ignore_errors=True)

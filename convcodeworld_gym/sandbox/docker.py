@@ -1,69 +1,75 @@
-"""Docker executor: the sandbox runner inside long-lived, locked-down containers.
+"""Docker executor: the warm sandbox worker, split judge included, inside long-lived, locked-down containers.
 
-One container per worker slot is started once and reused; each execution is a
-``docker exec`` of the runner in a fresh work dir on the container's tmpfs, and after it
-every process of the sandbox user is killed and the work dir removed. Containers run with
-network ``none``, a memory limit (no swap), a pids limit, a read-only root file system, all
-capabilities dropped, ``no-new-privileges`` and a non-root user. The parent owns the clock,
-exactly as in the local executor.
+:class:`DockerExecutor` is a :class:`~.pool.SandboxExecutor` whose workers live in containers
+(:class:`ContainerLauncher`): one container per worker slot, with network ``none``, a memory
+limit (no swap), a pids limit, a read-only root, a tmpfs ``/tmp``, ``no-new-privileges``
+and Docker's default seccomp profile. PID 1 is a small keeper (user ``nobody``) that reaps
+orphans. The worker (:mod:`.worker`, the same code as the local sandbox's) is ``docker exec``'d
+into it as root with all capabilities dropped but the four it needs (:data:`WORKER_CAPABILITIES`),
+and talks to the pool in JSON lines over the exec's attached stdin/stdout. So Docker runs get
+everything the local sandbox gives: warm forked runs, the split judge (tests in a judge process,
+the program in another, both under the slot's own non-root uid), per-task judge mode and time
+limits, the result cache; and a dead worker or container is replaced like a dead local worker.
+
+Inside a container the worker reaches level ``uid`` (its namespaces need ``CAP_SYS_ADMIN``, which
+is not given): no PID or mount namespace per run, so after each run the slot's uid is swept
+(:mod:`.sweep`) instead. ``details["confinement"]`` is the worker's report plus the container's
+own features.
 
 Holds:
-    DockerExecutor     the backend (``pip install 'convcodeworld-gym[docker]'``)
-    DockerUnavailable  no Docker engine reachable, or the image is missing
-    RUNNER_IN_CONTAINER  where the runner script is mounted inside a container
-    CONTAINER_CONFINEMENT  what a container confines (``details["confinement"]`` of its results)
-
-The seam with the runner protocol (see :func:`_runner_argv` and the imports marked SEAM):
-the container runs ``python -s /ccw/_runner.py`` with the JSON job on stdin and the
-event channel on fd 3 (``$CCW_RESULT_FD=3``), which the wrapper shell points at the exec's
-stdout; the events are parsed and assembled by the local executor's own functions.
+    DockerExecutor        the backend (``pip install 'convcodeworld-gym[docker]'``)
+    DockerUnavailable     no Docker engine reachable, or the image is missing
+    ContainerLauncher     starts each worker in a container of its own
+    WORKER_CAPABILITIES   the capabilities the worker keeps, and why
+    CONTAINER_FEATURES    what every container adds to ``details["confinement"]["features"]``
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import queue
-import select
 import socket
 import struct
 import threading
-import time
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..errors import ExecutorError
-from ..tasks import TEST_CLASS, Task
-from .clock import SuiteClock
+from ..tasks import Task
 from .executor import Executor, Limits
+from .landlock import abi as landlock_abi
+from .launch import WORKER_MODULE, Launcher, WorkerProcess
+from .local import child_env, describe_exit
+from .pool import SandboxExecutor
 from .result import ExecutionResult
+from .runtime import HEAVY_MODULES
 
-# SEAM with the local runner (convcodeworld_gym/sandbox/local.py, _runner.py): the runner
-# file, its event decoding and assembly, the module name and the child's environment.
-from .local import _RUNNER, MODULE_NAME, _decode, assemble, child_env  # noqa: E402
+__all__ = ["DockerExecutor", "DockerUnavailable", "ContainerLauncher", "WORKER_CAPABILITIES", "CONTAINER_FEATURES",
+           "PACKAGE_IN_CONTAINER", "KEEPER_UID"]
 
-__all__ = ["DockerExecutor", "DockerUnavailable", "RUNNER_IN_CONTAINER", "SANDBOX_USER", "CONTAINER_CONFINEMENT"]
-
-RUNNER_IN_CONTAINER = "/ccw/_runner.py"
-#: tmpfs mount point; not a directory of the image, so Docker does not copy its permissions up.
-WORK_ROOT = "/ccw-work"
-RUN_DIR = WORK_ROOT + "/run"
-#: nobody:nogroup, present in every Debian-based image.
-SANDBOX_USER = "65534:65534"
-_CONTAINER_PATH = "/usr/local/bin:/usr/bin:/bin"
-#: ``details["confinement"]`` of every Docker result: the same keys as the local sandbox's.
-CONTAINER_CONFINEMENT: dict[str, Any] = {
-    "level": "container",
-    "uid": 65534,
-    "features": ["network_none", "memory_limit", "pids_limit", "readonly_root", "tmpfs_workdir", "cap_drop_all",
-                 "no_new_privileges", "non_root_user"],
-    "missing": ["split judge: the tests run in the program's process, whose verdict it can forge"],
+#: Where the package is bind-mounted (read-only) inside every container; on the worker's ``sys.path``.
+PACKAGE_IN_CONTAINER = "/ccw"
+#: PID 1 of every container becomes this uid and gid (nobody) first thing; no passwd entry is needed.
+KEEPER_UID = 65534
+#: What the worker (root in the container) keeps of root's capabilities; everything else is dropped.
+WORKER_CAPABILITIES: dict[str, str] = {
+    "SETUID": "drop each run's child to the slot's non-root uid (setuid), and the sweeper too",
+    "SETGID": "the same for its groups (setgroups, setgid)",
+    "CHOWN": "give each run's work dir to the slot's uid",
+    "KILL": "kill a run whose judge already runs under the slot's uid (the helper kills its child's group)",
 }
-# PID 1 of every slot: reaps orphans (so zombies never eat the pids limit), exits on TERM.
+#: What every container confines, added to the worker's own ``features``.
+CONTAINER_FEATURES = ("container", "network_none", "memory_limit", "pids_limit", "readonly_root", "tmpfs_tmp",
+                      "no_new_privileges", "docker_seccomp", "caps_" + "_".join(sorted(WORKER_CAPABILITIES)).lower())
+_CONTAINER_PATH = "/usr/local/bin:/usr/bin:/bin"
+# PID 1 of every slot: drops root for nobody, then reaps orphans (so zombies never eat the pids limit), exits on TERM.
+# It starts as root because Docker gives a container's processes, exec'd ones included, effective
+# capabilities only when the container's user is root: the worker, exec'd as root, needs its four.
 _KEEPER = (
     "import os, signal, time\n"
+    f"os.setgroups([]); os.setgid({KEEPER_UID}); os.setuid({KEEPER_UID})\n"
     "signal.signal(signal.SIGTERM, lambda *a: os._exit(0))\n"
     "while True:\n"
     "    try:\n"
@@ -71,57 +77,250 @@ _KEEPER = (
     "    except ChildProcessError:\n"
     "        time.sleep(0.2)\n"
 )
-# Kill every process of the sandbox user but PID 1 and this shell, then empty the work dir.
-_CLEANUP = f"kill -9 -1 2>/dev/null; rm -rf /dev/shm/* 2>/dev/null; cd /; chmod -R u+rwx {RUN_DIR} 2>/dev/null; rm -rf {RUN_DIR}; test ! -e {RUN_DIR} || exit 112"
-#: Exit statuses of the wrapper meaning the slot could not be prepared or cleaned: replace it.
-_SLOT_BROKEN = (111, 112)
-#: After the suite reported its end, how long the wrapper may take to clean up before a forced cleanup.
-_CLEANUP_GRACE_S = 5.0
-_POLL_S = 0.25
+# The worker's entry: the package's own __init__ (gymnasium, the env) is not needed, nor perhaps
+# installed, in the image: a bare package object stands in for it, so only the sandbox subpackage
+# (standard library only) is imported.
+_BOOT = (
+    "import sys, types\n"
+    f"sys.path.insert(0, {PACKAGE_IN_CONTAINER!r})\n"
+    "package = types.ModuleType('convcodeworld_gym')\n"
+    f"package.__path__ = [{PACKAGE_IN_CONTAINER + '/convcodeworld_gym'!r}]\n"
+    "sys.modules['convcodeworld_gym'] = package\n"
+    f"from {WORKER_MODULE} import main\n"
+    "main()\n"
+)
+_STDERR_TAIL = 2000
+_EXIT_WAIT_S = 5.0
 
 
 class DockerUnavailable(ExecutorError):
     """No Docker engine answers, the ``docker`` package is missing, or the image is not there."""
 
 
-def _runner_argv(python: str) -> list[str]:
-    """SEAM: the command that runs one job in a container (job JSON on stdin, events on stdout).
+class _FrameReader:
+    """Splits Docker's multiplexed attach stream (8-byte headers) into stdout bytes; keeps a tail of stderr."""
 
-    The runner gets fd 3 pointed at the exec's stdout for the event channel, its own stdout
-    and stderr go to ``/dev/null``. When it ends, the same shell kills every leftover
-    process of the sandbox user and removes the work dir (exit status 111/112 if it cannot),
-    so a normal run needs one ``exec`` only.
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.stderr_tail = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The stdout bytes of every complete frame in what has arrived so far."""
+        self._buffer += chunk
+        out = []
+        while len(self._buffer) >= 8:
+            stream, size = self._buffer[0], struct.unpack(">I", self._buffer[4:8])[0]
+            if len(self._buffer) < 8 + size:
+                break
+            payload, self._buffer = self._buffer[8 : 8 + size], self._buffer[8 + size :]
+            if stream == 1:
+                out.append(payload)
+            elif stream == 2:
+                self.stderr_tail = (self.stderr_tail + payload)[-_STDERR_TAIL:]
+        return b"".join(out)
+
+
+class _ContainerWorker(WorkerProcess):
+    """A worker exec'd in its own container: a pump thread demultiplexes the exec's stream into a pipe.
+
+    ``stop`` removes the container (and so the worker and every run in it)."""
+
+    def __init__(self, api: Any, container: Any, exec_id: str, sock: Any) -> None:
+        self._api, self.container, self._exec_id = api, container, exec_id
+        self._sock: socket.socket = getattr(sock, "_sock", sock)
+        self._sock.setblocking(True)
+        self._read_fd, self._write_fd = os.pipe()
+        self._frames = _FrameReader()
+        self._pump = threading.Thread(target=self._run_pump, name="ccw-docker-pump", daemon=True)
+        self._pump.start()
+        self._stopped = False
+
+    def _run_pump(self) -> None:
+        try:
+            while True:
+                chunk = self._sock.recv(1 << 16)
+                if not chunk:
+                    break
+                view = memoryview(self._frames.feed(chunk))
+                while view:
+                    view = view[os.write(self._write_fd, view):]
+        except OSError:
+            pass
+        finally:
+            os.close(self._write_fd)  # the pool reads EOF: the worker has ended
+
+    @property
+    def fd(self) -> int:
+        return self._read_fd
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def exited(self) -> bool:
+        return not self._pump.is_alive()
+
+    def exit_text(self) -> str:
+        self._pump.join(_EXIT_WAIT_S)
+        code = None
+        try:
+            state = self._api.exec_inspect(self._exec_id)
+            code = None if state.get("Running") else state.get("ExitCode")
+        except Exception:  # noqa: BLE001 - the container is gone with its exec
+            pass
+        text = describe_exit(-(code - 128) if code is not None and code > 128 else code, "was lost with its container")
+        try:
+            self.container.reload()
+            if self.container.attrs.get("State", {}).get("OOMKilled"):  # Docker keeps this from any earlier run too
+                text += " (its container has hit its memory limit)"
+        except Exception:  # noqa: BLE001
+            pass
+        err = self._frames.stderr_tail.decode("utf-8", "replace").strip()
+        return f"{text}; its last words: {err[-500:]}" if err else text
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        _remove(self.container)
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._pump.join(_EXIT_WAIT_S)
+        self._sock.close()
+        os.close(self._read_fd)
+
+
+class ContainerLauncher(Launcher):
+    """Starts each worker in a fresh container of ``image`` and removes it when the worker stops.
+
+    The worker is exec'd as root with only :data:`WORKER_CAPABILITIES` (so it can drop each run to
+    the slot's uid); PID 1 is a keeper that becomes :data:`KEEPER_UID` first thing. Every container carries the
+    label ``convcodeworld=<this launcher's id>``, and :meth:`close` removes any left.
     """
-    script = (
-        f"mkdir -m 700 {RUN_DIR} && cd {RUN_DIR} || exit 111; "
-        f'(exec 3>&1 1>/dev/null 2>&1; exec "$0" -s {RUNNER_IN_CONTAINER}); status=$?; '
-        f"{_CLEANUP}; exit $status"
-    )
-    return ["/bin/sh", "-c", script, python]
+
+    backend = "docker"
+    host_runtime = False
+
+    def __init__(self, client: Any, image: str, *, python: str, memory: str, pids: int, cpus: float, tmpfs_size: str,
+                 volumes: Mapping[str, str], environment: Mapping[str, str]) -> None:
+        self._client, self.image, self.python = client, image, python
+        self.label = f"ccw-{uuid.uuid4().hex[:12]}"
+        package = str(Path(__file__).resolve().parents[1])
+        binds = {package: {"bind": PACKAGE_IN_CONTAINER + "/convcodeworld_gym", "mode": "ro"}}
+        binds.update({host: {"bind": inside, "mode": "ro"} for host, inside in volumes.items()})
+        self._mounted = [inside for inside in volumes.values()]
+        self._container_kwargs = {
+            "command": [python, "-c", _KEEPER],
+            "user": "0:0",  # the keeper drops to KEEPER_UID at once
+            "labels": {"convcodeworld": self.label},
+            "network_mode": "none",
+            "mem_limit": memory,
+            "memswap_limit": memory,
+            "pids_limit": pids,
+            "nano_cpus": int(cpus * 1e9),
+            "read_only": True,
+            # The runs' work dirs (each given to the slot's uid) are made here. 1777 as in the image (Docker copies
+            # the image dir's mode up anyway); what a run leaves in /tmp is swept. ``exec``: Docker's default is
+            # noexec, and a program may run a script it wrote, as in the local sandbox.
+            "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={tmpfs_size},mode=1777"},
+            "cap_drop": ["ALL"],
+            "cap_add": sorted(WORKER_CAPABILITIES),
+            "security_opt": ["no-new-privileges"],
+            "volumes": binds,
+            "environment": {"PATH": _CONTAINER_PATH},
+            "working_dir": "/",
+            "detach": True,
+            "auto_remove": False,
+        }
+        bindir = os.path.dirname(python)
+        self._exec_env = child_env("/tmp", {"PATH": f"{bindir}:{_CONTAINER_PATH}" if bindir else _CONTAINER_PATH})
+        self._exec_env.update(environment)
+        self._image_id = ""
+        self._host_landlock = landlock_abi()
+
+    @property
+    def switches_uid(self) -> bool:
+        return True  # the worker is root in its container
+
+    def readable(self) -> list[str]:
+        return [PACKAGE_IN_CONTAINER, *self._mounted]  # the worker adds its own interpreter's paths
+
+    def start(self, config: dict[str, Any]) -> WorkerProcess:
+        try:
+            container = self._client.containers.run(self.image, **self._container_kwargs)
+        except Exception as exc:  # docker.errors.APIError, ...
+            raise ExecutorError(f"could not start a container of {self.image!r}: {exc}") from exc
+        try:
+            api = self._client.api
+            exec_id = api.exec_create(container.id, [self.python, "-s", "-c", _BOOT, json.dumps(config)], stdin=True,
+                                      stdout=True, stderr=True, user="0", environment=self._exec_env, workdir="/")["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        except Exception as exc:  # noqa: BLE001
+            _remove(container)
+            raise ExecutorError(f"could not start the sandbox worker in a container of {self.image!r}: {exc}") from exc
+        return _ContainerWorker(api, container, exec_id, sock)
+
+    def confinement(self, reported: dict[str, Any]) -> dict[str, Any]:
+        """The worker's report plus the container's features; what is missing says why, in Docker's terms."""
+        missing = []
+        for line in reported.get("missing", []):
+            if line.startswith("namespaces:"):
+                line += ("; in a container the worker has no CAP_SYS_ADMIN, so no PID or mount namespace per run: "
+                         "the container's own namespaces hold, and the slot's uid is swept after each run")
+            elif line.startswith("landlock: not available") and self._host_landlock > 0:
+                line = (f"landlock: the host kernel has Landlock ABI {self._host_landlock}, but the container's "
+                        "seccomp profile (Docker's default) refuses its system calls")
+            missing.append(line)
+        return {**reported, "features": [*reported.get("features", []), *CONTAINER_FEATURES], "missing": missing}
+
+    def details(self) -> dict[str, Any]:
+        return {"image": self.image}
+
+    def runtime(self) -> str:
+        if not self._image_id:
+            try:
+                self._image_id = self._client.images.get(self.image).id
+            except Exception:  # noqa: BLE001
+                self._image_id = self.image
+        return f"docker:{self._image_id}:{self.python}"
+
+    def close(self) -> None:
+        """Remove every container of this launcher still there (those of stopped workers are gone already)."""
+        try:
+            left = self._client.containers.list(all=True, filters={"label": f"convcodeworld={self.label}"})
+        except Exception:  # noqa: BLE001 - the engine is gone: nothing we can remove
+            return
+        for container in left:
+            _remove(container)
 
 
-class DockerExecutor(Executor):
-    """Runs each program inside one of ``slots`` long-lived containers of ``image``.
+class DockerExecutor(SandboxExecutor):
+    """Runs each program in the sandbox worker of one of ``slots`` long-lived containers of ``image``.
 
     Args:
-        image: an image with ``/bin/sh``, coreutils and a Python that can run the tasks'
-            tests (for BigCodeBench, build ``envs/bigcodebench/Dockerfile``).
-        limits: time and size limits (the same as the local executor's).
+        image: an image with a Python that can run the tasks' tests (for BigCodeBench, build
+            ``envs/bigcodebench/Dockerfile``) and the uid 65534; the package itself is bind-mounted.
+        limits: time and size limits for tasks without a calibrated profile (as the sandbox's).
         slots: containers, i.e. executions that can run at once (default: the CPU count).
         python: the interpreter inside the container.
         memory: memory limit of one container (swap disabled), Docker syntax (``"2g"``).
         pids: the most processes and threads one container may hold.
         cpus: CPUs one container may use.
-        tmpfs_size: size of the tmpfs work dir.
+        tmpfs_size: size of the container's ``/tmp`` (the work dirs of its runs).
         volumes: extra read-only bind mounts ``{host_path: container_path}`` (e.g. a Python).
-        environment: extra variables for the program (never secrets: they reach untrusted code).
+        environment: extra variables for the worker (its library imports). Runs never see them: each
+            gets the same scrubbed environment as in the local sandbox.
         base_url: the engine (default: ``$DOCKER_HOST`` or the local socket).
+        sandbox_options: ``settings``, ``require``, ``judge``, ``calibrate``, ``time_policy``, ``profiles``,
+            ``cache``, ``preload``: as for :class:`~.pool.SandboxExecutor` (``preload`` defaults to numpy,
+            pandas and matplotlib, each skipped by the worker where the image lacks it).
 
-    Contract: the program under test can never make ``run`` raise; a container it leaves
-    unusable is replaced. ``run`` raises :class:`ExecutorError` only when the engine fails
-    (a container cannot be started or exec'd); construction raises :class:`DockerUnavailable`
-    when the engine or image is missing. ``close()`` removes every container. An instance
-    belongs to the process that created it: for ``AsyncVectorEnv`` pass a factory.
+    Contract: the program under test can never make ``run`` raise; a worker or container that dies is
+    replaced and the run it was doing comes back failed with the reason. ``run`` raises
+    :class:`ExecutorError` when the engine fails (a container cannot be started); construction raises
+    :class:`DockerUnavailable` when the engine or image is missing. ``close()`` removes every
+    container. An instance belongs to the process that created it: for ``AsyncVectorEnv`` pass a factory.
     """
 
     def __init__(
@@ -138,222 +337,47 @@ class DockerExecutor(Executor):
         volumes: Mapping[str, str] | None = None,
         environment: Mapping[str, str] | None = None,
         base_url: str | None = None,
+        **sandbox_options: Any,
     ) -> None:
-        self.limits = limits or Limits()
-        self.image = image
-        self.python = python
-        self.slots = slots or self.default_concurrency()
-        if self.slots < 1:
+        if slots is not None and slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
-        self._container_kwargs = self._container_config(memory, pids, cpus, tmpfs_size, volumes or {})
-        self._environment = dict(environment or {})
-        self._client = _connect(base_url)
+        self._pid = os.getpid()
+        client = _connect(base_url)
         try:
-            self._client.images.get(image)
+            client.images.get(image)
         except Exception as exc:  # docker.errors.ImageNotFound / APIError
             raise DockerUnavailable(
                 f"Docker image {image!r} is not available on the engine ({exc}); build it first, e.g. "
                 "`docker build -t convcodeworld-bigcodebench envs/bigcodebench`"
             ) from exc
-        self._label = f"ccw-{uuid.uuid4().hex[:12]}"
-        self._free: queue.LifoQueue[Any] = queue.LifoQueue()
-        self._all: list[Any] = []
-        self._lock = threading.Lock()
-        self._closed = False
-        self._pid = os.getpid()
-
-    # ------------------------------------------------------------------ API
+        self.image, self.python = image, python
+        launcher = ContainerLauncher(client, image, python=python, memory=memory, pids=pids, cpus=cpus,
+                                     tmpfs_size=tmpfs_size, volumes=volumes or {}, environment=environment or {})
+        sandbox_options.setdefault("preload", HEAVY_MODULES)  # the image's libraries are unknown here: try them all
+        super().__init__(limits, workers=slots or Executor.default_concurrency(self), launcher=launcher, **sandbox_options)
+        self.slots = len(self._workers)
+        self._label = launcher.label
 
     def run(self, task: Task, program: str) -> ExecutionResult:
-        if len(program) > self.limits.max_code_chars:
-            return ExecutionResult.not_executed(
-                task.test_names, f"Not run: the program has {len(program)} characters, over the limit of {self.limits.max_code_chars}."
-            )
-        if self._closed:
-            raise ExecutorError("this DockerExecutor is closed; create a new one")
         if os.getpid() != self._pid:
             raise ExecutorError(
                 "this DockerExecutor was created in another process (e.g. copied into an AsyncVectorEnv "
                 "worker); its containers cannot be shared between processes. Pass a factory instead: "
                 "executor=functools.partial(DockerExecutor, image, slots=1)"
             )
-        started = time.monotonic()
-        container = self._acquire()
-        healthy = False
-        try:  # whatever happens, the slot goes back (or is replaced): capacity never leaks
-            events, stop_reason, exit_desc, healthy = self._execute(container, task, program)
-            if not healthy:
-                healthy = self._cleanup(container)
-        finally:
-            self._release(container, healthy)
-        result = assemble(task.test_names, events, stop_reason, exit_desc, self.limits)
-        details = {"backend": "docker", "confinement": dict(CONTAINER_CONFINEMENT), "image": self.image}
-        return dataclasses.replace(result, wall_time_s=time.monotonic() - started, details=details)
-
-    def default_concurrency(self) -> int:
-        return getattr(self, "slots", None) or super().default_concurrency()
+        return super().run(task, program)
 
     def close(self) -> None:
-        """Remove every container of this executor. Idempotent."""
-        if os.getpid() != self._pid:  # a forked copy owns nothing
+        """Remove every container of this executor. Idempotent; a forked copy owns nothing and removes nothing."""
+        if os.getpid() != self._pid or not hasattr(self, "_workers"):
             return
-        with self._lock:
-            self._closed = True
-            containers, self._all = self._all, []
-        for container in containers:
-            _remove(container)
+        super().close()
 
     def __del__(self) -> None:  # best effort; call close()
         try:
             self.close()
         except Exception:  # noqa: BLE001
             pass
-
-    # ------------------------------------------------------------- helpers
-
-    def _container_config(self, memory: str, pids: int, cpus: float, tmpfs_size: str, volumes: Mapping[str, str]) -> dict:
-        binds = {str(_RUNNER): {"bind": RUNNER_IN_CONTAINER, "mode": "ro"}}
-        binds.update({host: {"bind": inside, "mode": "ro"} for host, inside in volumes.items()})
-        return {
-            "command": [self.python, "-c", _KEEPER],
-            "user": SANDBOX_USER,
-            "network_mode": "none",
-            "mem_limit": memory,
-            "memswap_limit": memory,
-            "pids_limit": pids,
-            "nano_cpus": int(cpus * 1e9),
-            "read_only": True,
-            "tmpfs": {WORK_ROOT: f"rw,nosuid,nodev,size={tmpfs_size},mode=1777"},
-            "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges"],
-            "volumes": binds,
-            "environment": {"PATH": _CONTAINER_PATH},
-            "working_dir": "/",  # not WORK_ROOT: Docker would create it 0755 and copy that up onto the tmpfs
-            "detach": True,
-            "auto_remove": False,
-        }
-
-    def _acquire(self) -> Any:
-        try:
-            return self._free.get_nowait()
-        except queue.Empty:
-            pass
-        with self._lock:
-            if len(self._all) < self.slots:
-                try:
-                    container = self._client.containers.run(self.image, labels={"convcodeworld": self._label}, **self._container_kwargs)
-                except Exception as exc:  # docker.errors.APIError, ...
-                    raise ExecutorError(f"could not start a container of {self.image!r}: {exc}") from exc
-                self._all.append(container)
-                return container
-        return self._free.get()
-
-    def _release(self, container: Any, healthy: bool) -> None:
-        if healthy:
-            self._free.put(container)
-            return
-        with self._lock:  # a container that cannot be cleaned is replaced by a fresh one later
-            if container in self._all:
-                self._all.remove(container)
-        _remove(container)
-
-    def _exec_env(self) -> dict[str, str]:
-        env = child_env(RUN_DIR, {"PATH": _CONTAINER_PATH, "CCW_RESULT_FD": "3"})
-        env.update(self._environment)
-        return env
-
-    def _execute(self, container: Any, task: Task, program: str) -> tuple[list[dict], str | None, str, bool]:
-        """Run one job; returns (events, stop reason, exit description, slot already clean)."""
-        job = json.dumps({"program": program, "test": task.test, "test_class": TEST_CLASS, "module": MODULE_NAME})
-        api = self._client.api
-        try:
-            exec_id = api.exec_create(
-                container.id, _runner_argv(self.python), stdin=True, stdout=True, stderr=False,
-                user=SANDBOX_USER, environment=self._exec_env(), workdir="/",
-            )["Id"]
-            sock = api.exec_start(exec_id, socket=True)
-        except Exception as exc:  # the engine, not the program: this container passed its last cleanup
-            raise ExecutorError(f"could not start an execution in a container of {self.image!r}: {exc}") from exc
-        raw: socket.socket = getattr(sock, "_sock", sock)
-        try:
-            try:
-                raw.sendall(job.encode("utf-8", "surrogatepass"))
-                raw.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-            events, stop_reason, ended = self._collect(raw)
-        finally:
-            raw.close()
-        if not ended:  # still running (a limit was hit) or still cleaning up: forced cleanup
-            return events, stop_reason, "did not finish", False
-        try:
-            exit_code = api.exec_inspect(exec_id).get("ExitCode")
-        except Exception:  # noqa: BLE001
-            exit_code = None
-        return events, stop_reason, _describe(exit_code), exit_code is not None and exit_code not in _SLOT_BROKEN
-
-    def _collect(self, raw: socket.socket) -> tuple[list[dict], str | None, bool]:
-        """Read the exec's multiplexed stdout: (events, stop reason, whether the exec ended).
-
-        After the suite reports its end, reading goes on (for at most a grace period) until
-        the wrapper has cleaned up and closed the stream.
-        """
-        clock = SuiteClock(self.limits)
-        grace_deadline: float | None = None
-        events: list[dict] = []
-        frames = _FrameReader()
-        while True:
-            now = time.monotonic()
-            deadline, reason = (grace_deadline, "") if grace_deadline is not None else clock.deadline()
-            if now >= deadline:
-                return events, (reason or None), False
-            ready, _, _ = select.select([raw], [], [], min(deadline - now, _POLL_S))
-            if not ready:
-                continue
-            try:
-                chunk = raw.recv(1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                return events, None, True
-            if grace_deadline is not None:
-                continue  # anything after the end is not the runner's
-            for line in frames.feed(chunk):
-                event = _decode(line)
-                if event is None:
-                    continue
-                events.append(event)
-                if clock.observe(event):
-                    grace_deadline = time.monotonic() + _CLEANUP_GRACE_S
-                    break
-
-    def _cleanup(self, container: Any) -> bool:
-        """Kill the sandbox user's processes and remove the work dir; False if the slot is unusable."""
-        try:
-            result = container.exec_run(["/bin/sh", "-c", _CLEANUP], user=SANDBOX_USER, environment={"PATH": _CONTAINER_PATH})
-            return result.exit_code == 0
-        except Exception:  # noqa: BLE001
-            return False
-
-
-class _FrameReader:
-    """Splits Docker's multiplexed stream (8-byte headers) into stdout lines."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._stdout = b""
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self._buffer += chunk
-        while len(self._buffer) >= 8:
-            stream, size = self._buffer[0], struct.unpack(">I", self._buffer[4:8])[0]
-            if len(self._buffer) < 8 + size:
-                break
-            if stream == 1:
-                self._stdout += self._buffer[8 : 8 + size]
-            self._buffer = self._buffer[8 + size :]
-        *lines, self._stdout = self._stdout.split(b"\n")
-        return lines
 
 
 def _connect(base_url: str | None) -> Any:
@@ -378,13 +402,3 @@ def _remove(container: Any) -> None:
         container.remove(force=True)
     except Exception:  # noqa: BLE001 - already gone
         pass
-
-
-def _describe(exit_code: int | None) -> str:
-    if exit_code is None:
-        return "ended without an exit status"
-    if exit_code == 111:
-        return "could not create its work dir"
-    if exit_code >= 128:
-        return f"was killed by signal {exit_code - 128} (exit status {exit_code}; 137 is the memory limit or a kill)"
-    return f"exited with code {exit_code}"

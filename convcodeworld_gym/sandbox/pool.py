@@ -12,13 +12,9 @@ import json
 import os
 import queue
 import select
-import site
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any
 
 from ..errors import ExecutorError
@@ -27,16 +23,14 @@ from .cache import ResultCache, result_key
 from .confine import Level, SandboxSettings
 from .executor import Executor, Limits
 from .judge import Mode, static_mode, suspicious_constructs
-from .local import MODULE_NAME, assemble, child_env, describe_exit
+from .launch import Launcher, LocalLauncher, WorkerProcess
+from .local import MODULE_NAME, assemble
 from .profile import ProfileStore, TaskProfile, TimePolicy, profile_key
-from .reap import kill_group
 from .result import ExecutionResult
 from .runtime import installed_preload, missing_modules, network_policy, runtime_fingerprint
-from .spawner import spawn
 
 __all__ = ["SandboxExecutor", "WorkerDied"]
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _WORKER_GRACE_S = 15.0  # the worker owns the run's clock; the parent waits this much longer before killing it
 
 
@@ -61,40 +55,41 @@ def _claim_uid(base: int) -> tuple[int, int]:
 
 
 class _Worker:
-    """One worker process (a slot): started on demand, replaced when it dies. Its uid is its own on this machine."""
+    """One worker slot: its worker is started on demand by the launcher and replaced when it dies.
+    Where the worker may switch uids, the slot's uid is its own on this machine."""
 
-    def __init__(self, slot: int, settings: SandboxSettings, preload: tuple[str, ...], python: str) -> None:
-        self.slot, self.settings, self.preload, self.python = slot, settings, preload, python
-        self.proc: subprocess.Popen | None = None
+    def __init__(self, slot: int, settings: SandboxSettings, preload: tuple[str, ...], launcher: Launcher) -> None:
+        self.slot, self.settings, self.preload, self.launcher = slot, settings, preload, launcher
+        self.proc: WorkerProcess | None = None
         self.confinement: dict[str, Any] = {}
         self._buffer = b""
         self._uid: tuple[int, int] | None = None
 
     def start(self) -> dict[str, Any]:
-        readable = [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(self.python)), _PACKAGE_ROOT,
-                    *site.getsitepackages(), *[p for p in sys.path if p]]
-        if self._uid is None and os.geteuid() == 0:
+        if self._uid is None and self.launcher.switches_uid:
             self._uid = _claim_uid(self.settings.base_uid)
         uid = self._uid[0] if self._uid else self.settings.base_uid
-        config = {"uid": uid, "settings": asdict(self.settings), "preload": list(self.preload), "readable": readable}
-        self.proc = spawn(  # from a thread that outlives the worker: it dies with its parent *thread*
-            [self.python, "-s", "-m", "convcodeworld_gym.sandbox.worker", json.dumps(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={**child_env("/tmp"), "PYTHONPATH": _PACKAGE_ROOT}, cwd="/", start_new_session=True,
-        )
-        reply = self._read(timeout=120.0)
+        config = {"uid": uid, "settings": asdict(self.settings), "preload": list(self.preload),
+                  "readable": self.launcher.readable()}
+        self.proc = self.launcher.start(config)
+        try:
+            reply = self._read(timeout=120.0)
+        except WorkerDied as exc:
+            self.stop()
+            raise ExecutorError(f"sandbox worker {self.slot} did not start: {exc}") from None
         if "ready" not in reply:
+            self.stop()
             raise ExecutorError(f"sandbox worker {self.slot} did not start: {reply}")
-        self.confinement = reply["ready"]
+        self.confinement = self.launcher.confinement(reply["ready"])
         return self.confinement
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and not self.proc.exited()
 
     def _read(self, timeout: float) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
+        assert self.proc is not None
+        fd = self.proc.fd
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
@@ -102,22 +97,20 @@ class _Worker:
                 raise WorkerDied(f"the sandbox worker did not answer within {timeout:g} s")
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
-                if self.proc.poll() is not None:
-                    raise WorkerDied(f"the sandbox worker {describe_exit(self.proc.returncode, 'stopped answering')}")
+                if self.proc.exited():
+                    raise WorkerDied(f"the sandbox worker {self.proc.exit_text()}")
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
-                self.proc.wait()
-                raise WorkerDied(f"the sandbox worker {describe_exit(self.proc.returncode, 'stopped answering')}")
+                raise WorkerDied(f"the sandbox worker {self.proc.exit_text()}")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line.decode("utf-8", "surrogatepass"))
 
     def request(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdin is not None
+        assert self.proc is not None
         try:
-            self.proc.stdin.write((json.dumps(job) + "\n").encode("utf-8", "surrogatepass"))
-            self.proc.stdin.flush()
+            self.proc.send((json.dumps(job) + "\n").encode("utf-8", "surrogatepass"))
         except OSError as exc:
             raise WorkerDied(f"the sandbox worker could not take the job ({exc})") from None
         return self._read(timeout)
@@ -125,14 +118,7 @@ class _Worker:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.returncode is None:  # not reaped yet, so its pid (and group id) is still its own
-            kill_group(self.proc.pid)
-        self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
+        self.proc.stop()
         self.proc = None
         self._buffer = b""
 
@@ -167,6 +153,9 @@ class SandboxExecutor(Executor):
         profiles: where profiles live (default: in memory).
         cache: True (a fresh :class:`ResultCache`), a cache to share, or False to switch caching off.
         preload: modules every worker imports up front (default: the installed ones of numpy, pandas, matplotlib).
+        python: the interpreter of local workers (default: this one).
+        launcher: where workers run (default: :class:`~.launch.LocalLauncher`, child processes of this one;
+            :class:`~.docker.DockerExecutor` passes a container launcher).
 
     >>> from convcodeworld_gym.tasks import load_tasks
     >>> task = load_tasks("humaneval")["HumanEval/0"]
@@ -189,6 +178,7 @@ class SandboxExecutor(Executor):
         cache: ResultCache | bool = True,
         preload: tuple[str, ...] | None = None,
         python: str | None = None,
+        launcher: Launcher | None = None,
     ) -> None:
         if judge not in ("auto", "split", "inprocess"):
             raise ValueError(f"judge must be 'auto', 'split' or 'inprocess', got {judge!r}")
@@ -204,7 +194,10 @@ class SandboxExecutor(Executor):
         n = workers if workers is not None else self.default_concurrency()
         if n <= 0:
             raise ValueError(f"workers must be > 0, got {n}")
-        self._workers = [_Worker(i, self.settings, self.preload, python or sys.executable) for i in range(n)]
+        if launcher is not None and python is not None:
+            raise ValueError("pass python= or launcher=, not both (a launcher chooses its own interpreter)")
+        self._launcher = launcher or LocalLauncher(python)
+        self._workers = [_Worker(i, self.settings, self.preload, self._launcher) for i in range(n)]
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         for worker in self._workers:
             self._idle.put(worker)
@@ -232,7 +225,8 @@ class SandboxExecutor(Executor):
     def fingerprint(self) -> str:
         """Runtime fingerprint: interpreter, library versions, confinement level and sandbox settings."""
         if self._fingerprint is None:
-            self._fingerprint = runtime_fingerprint(f"{self.confinement.get('level')}|{self.settings}")
+            where = self._launcher.runtime()  # e.g. the image: the runtime is not only this interpreter
+            self._fingerprint = runtime_fingerprint(f"{self.confinement.get('level')}|{self.settings}" + (f"|{where}" if where else ""))
         return self._fingerprint
 
     def profile(self, task: Task) -> TaskProfile:
@@ -270,6 +264,7 @@ class SandboxExecutor(Executor):
         self._closed = True
         for worker in self._workers:
             worker.release()
+        self._launcher.close()
 
     # ----------------------------------------------------------------- internals
 
@@ -326,7 +321,7 @@ class SandboxExecutor(Executor):
 
     def _ensure(self, worker: _Worker) -> None:
         if self._closed:
-            raise ExecutorError("the SandboxExecutor is closed; create a new one")
+            raise ExecutorError(f"this {type(self).__name__} is closed; create a new one")
         if worker.alive:
             return
         if worker.proc is not None:  # died between runs
@@ -343,7 +338,7 @@ class SandboxExecutor(Executor):
 
     def _execute(self, task: Task, program: str, mode: Mode, limits: Limits) -> ExecutionResult:
         started = time.monotonic()
-        lacking = missing_modules(task)
+        lacking = missing_modules(task) if self._launcher.host_runtime else ()  # else the worker's import tells
         network = network_policy(task)
         job = {
             "program": program, "test": task.test, "prelude": task.header, "entry_point": task.entry_point,
@@ -356,7 +351,8 @@ class SandboxExecutor(Executor):
         worker = self._idle.get()
         try:
             self._ensure(worker)
-            details: dict[str, Any] = {"backend": "sandbox", "confinement": {**worker.confinement, "network": network},
+            details: dict[str, Any] = {"backend": self._launcher.backend, **self._launcher.details(),
+                                       "confinement": {**worker.confinement, "network": network},
                                        "uid": worker.confinement.get("uid"), "judge": mode.value, "worker": worker.slot}
             try:
                 reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)

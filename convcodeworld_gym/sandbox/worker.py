@@ -15,7 +15,8 @@ to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line
 3. reads the child's events under the time and output limits and answers one JSON line;
 4. then, off the critical path, kills the run's whole PID namespace (by its pid 1, the worker's
    own unreaped child), reaps it, and makes the next spare (again after any new import, so
-   spares start warm).
+   spares start warm). At level ``uid`` (no PID namespace per run, e.g. in a container) it
+   first sweeps the slot's uid (:mod:`.sweep`).
 
 The worker is trusted: it never runs the program's code in its own process.
 
@@ -44,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from . import confine, landlock, memory, reap, seccomp
+from . import confine, landlock, memory, reap, seccomp, sweep
 from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
@@ -360,9 +361,9 @@ def judge_source(program: str, prelude: str, test: str) -> str:
 
 
 def _prepare_workdir(workdir: str, confinement: Confinement) -> None:
+    os.chmod(workdir, 0o700)  # before the chown: once the uid owns it, only CAP_FOWNER could chmod it
     if confinement.level.at_least(Level.UID):
         os.chown(workdir, confinement.uid, confinement.uid)
-    os.chmod(workdir, 0o700)
 
 
 @dataclass
@@ -503,6 +504,8 @@ def main() -> None:
         # Off the critical path: clean up this run and make the next run's confined child.
         if used is not None:
             _finish(used)
+            if confinement.level is Level.UID:  # no PID namespace per run: end what the run left under its uid
+                sweep.sweep_uid(confinement.uid, (confine.SANDBOX_ROOT, "/dev/shm"))
         counter += 1
         spare = _make_spare(confinement, hardening, spawn, settings, counter, frozenset(attempted), network, mode)
 

@@ -1,0 +1,167 @@
+"""Where a sandbox worker runs: how the pool starts one, talks to it, and stops it.
+
+A :class:`~.pool.SandboxExecutor` speaks to each worker (:mod:`.worker`) in JSON lines: jobs on
+the worker's stdin, replies on its stdout. A :class:`Launcher` decides where that worker lives and
+hands back a :class:`WorkerProcess`, the pool's only handle on it. :class:`LocalLauncher` starts
+the worker as a child process of this one (the default); :class:`~.docker.ContainerLauncher`
+starts it inside a locked-down container.
+
+Holds:
+    WorkerProcess  a started worker: send bytes, a descriptor to read its replies from, how it ended, stop
+    Launcher       starts workers and tells the pool what it must know of where they run
+    LocalLauncher  workers as child processes of this process, with this interpreter
+    WORKER_MODULE  the module a worker runs
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .local import child_env, describe_exit
+from .reap import kill_group
+from .spawner import spawn
+
+__all__ = ["WorkerProcess", "Launcher", "LocalLauncher", "WORKER_MODULE", "PACKAGE_ROOT"]
+
+WORKER_MODULE = "convcodeworld_gym.sandbox.worker"
+#: The directory holding the ``convcodeworld_gym`` package.
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_EXIT_WAIT_S = 5.0
+
+
+class WorkerProcess(abc.ABC):
+    """A started worker. Not thread-safe: the pool uses one from one thread at a time."""
+
+    @property
+    @abc.abstractmethod
+    def fd(self) -> int:
+        """A descriptor to ``select`` on and ``os.read`` the worker's stdout from; EOF once it has ended."""
+
+    @abc.abstractmethod
+    def send(self, data: bytes) -> None:
+        """Write ``data`` to the worker's stdin. Raises OSError when the worker is gone."""
+
+    @abc.abstractmethod
+    def exited(self) -> bool:
+        """True once the worker has ended (it may not be reaped yet)."""
+
+    @abc.abstractmethod
+    def exit_text(self) -> str:
+        """How the worker ended, in words ("was killed by signal SIGKILL"); waits a little for the end."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Kill the worker (if still running) and free what it holds. Idempotent."""
+
+
+class Launcher(abc.ABC):
+    """Starts workers for a pool and says what the pool must know about where they run.
+
+    Attributes:
+        backend: ``details["backend"]`` of every result (``"sandbox"``, ``"docker"``).
+        host_runtime: True when runs use this interpreter's libraries, so that which modules a
+            task lacks can be judged here (``details["missing_modules"]``).
+    """
+
+    backend: str = "sandbox"
+    host_runtime: bool = True
+
+    @property
+    @abc.abstractmethod
+    def switches_uid(self) -> bool:
+        """True when workers run as root and can drop each run to the slot's own uid (the pool then claims one)."""
+
+    @abc.abstractmethod
+    def readable(self) -> list[str]:
+        """Paths, as the worker sees them, that runs must be able to read (the package, the interpreter)."""
+
+    @abc.abstractmethod
+    def start(self, config: dict[str, Any]) -> WorkerProcess:
+        """Start a worker with ``config`` (the worker's JSON argument); raises ExecutorError when it cannot."""
+
+    def confinement(self, reported: dict[str, Any]) -> dict[str, Any]:
+        """``details["confinement"]`` from what the worker reported (a launcher adds what it confines itself)."""
+        return reported
+
+    def details(self) -> dict[str, Any]:
+        """Extra keys for every result's ``details`` (e.g. the image)."""
+        return {}
+
+    def runtime(self) -> str:
+        """What identifies the runtime beyond this interpreter (part of the result cache's fingerprint)."""
+        return ""
+
+    def close(self) -> None:
+        """Release what the launcher holds beyond its workers. Idempotent."""
+
+
+class _ChildProcess(WorkerProcess):
+    """A worker that is a child process of this one (``pid`` is its real pid)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+
+    @property
+    def fd(self) -> int:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.fileno()
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
+    def exit_text(self) -> str:
+        try:
+            self.proc.wait(_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+        return describe_exit(self.proc.returncode, "stopped answering")
+
+    def stop(self) -> None:
+        if self.proc.returncode is None:  # not reaped yet, so its pid (and group id) is still its own
+            kill_group(self.proc.pid)
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+
+
+class LocalLauncher(Launcher):
+    """Workers as child processes of this process, started with ``python`` and a scrubbed environment.
+
+    Each is started from the spawner thread (see :mod:`.spawner`), in its own session, and dies
+    with this process.
+    """
+
+    def __init__(self, python: str | None = None) -> None:
+        self.python = python or sys.executable
+
+    @property
+    def switches_uid(self) -> bool:
+        return os.geteuid() == 0
+
+    def readable(self) -> list[str]:
+        return [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(self.python)), PACKAGE_ROOT,
+                *site.getsitepackages(), *[p for p in sys.path if p]]
+
+    def start(self, config: dict[str, Any]) -> WorkerProcess:
+        proc = spawn(  # from a thread that outlives the worker: it dies with its parent *thread*
+            [self.python, "-s", "-m", WORKER_MODULE, json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**child_env("/tmp"), "PYTHONPATH": PACKAGE_ROOT}, cwd="/", start_new_session=True,
+        )
+        return _ChildProcess(proc)
