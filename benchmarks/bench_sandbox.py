@@ -4,7 +4,8 @@ Same BigCodeBench tasks (standard-library-only and numpy/pandas/matplotlib ones)
 canonical program and a broken one (the signature with ``pass``), through both executors.
 Reports per-execution medians (sequential back to back, and ours also with 0.2 s between runs;
 after warm-up; our result cache off), throughput with
-``--workers`` parallel runs, and verdict agreement. Our side runs with full confinement when the
+``--workers`` parallel runs, and verdict agreement; and, as a yardstick, the unsafe floor of a
+fork-per-run design with no sandbox at all (``_floor_driver.py``). Our side runs with full confinement when the
 machine allows it (the level is printed).
 
 Usage (see README, section Sandbox):
@@ -44,6 +45,16 @@ def pick_tasks(n_stdlib: int, n_pandas: int, executor: SandboxExecutor):
         if len(stdlib) >= n_stdlib and len(pandas) >= n_pandas:
             break
     return stdlib, pandas
+
+
+def drive(python: str, driver: str, spec: dict) -> dict:
+    """Run ``driver`` (a script beside this one) with ``python`` on ``spec``; its JSON answer."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")} | {"MPLBACKEND": "Agg"}
+    proc = subprocess.run([python, str(HERE / driver)], input=json.dumps(spec), capture_output=True, text=True, env=env,
+                          cwd=str(HERE))
+    if proc.returncode != 0:
+        sys.exit(f"{driver} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def ms(values: list[float]) -> str:
@@ -95,12 +106,8 @@ def main() -> int:
             hit_s = (time.perf_counter() - started) / 100
 
     spec = {"jobs": [[p, t.test, t.entry_point] for t, p, _ in jobs], "workers": args.workers}
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")} | {"MPLBACKEND": "Agg"}
-    proc = subprocess.run([args.bcb_python, str(HERE / "_bcb_driver.py")], input=json.dumps(spec), capture_output=True,
-                          text=True, env=env, cwd=str(HERE))
-    if proc.returncode != 0:
-        sys.exit(f"bigcodebench driver failed:\n{proc.stderr[-3000:]}")
-    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    theirs = drive(args.bcb_python, "_bcb_driver.py", spec)
+    floor = drive(sys.executable, "_floor_driver.py", spec)
 
     kinds = [k for _, _, k in jobs]
     print(f"\n{'':28}{'ours (SandboxExecutor)':>26}{'bigcodebench untrusted_check':>32}")
@@ -115,6 +122,12 @@ def main() -> int:
     ours_tp, their_tp = len(jobs) / ours_parallel, len(jobs) / theirs["parallel_s"]
     print(f"throughput, {args.workers} parallel       {ours_tp:>21.1f} /s{their_tp:>27.1f} /s")
     print(f"throughput ratio (ours / theirs): {ours_tp / their_tp:.1f}x")
+    print("unsafe floor, no sandbox (a child forked per run from a warm process, program and tests in it):")
+    for kind in ("stdlib", "pandas"):
+        f = [s for s, k in zip(floor["seconds"], kinds) if k == kind]
+        print(f"  median per execution, {kind:7}{ms(f):>24}")
+    print(f"  throughput, {args.workers} parallel     {len(jobs) / floor['parallel_s']:>21.1f} /s"
+          f"   (ours / floor: {ours_tp / (len(jobs) / floor['parallel_s']):.2f})")
     agree = sum(a == b for a, b in zip(ours_v, theirs["verdicts"]))
     print(f"verdict agreement: {agree}/{len(jobs)} ({agree / len(jobs):.1%}); passes: ours {sum(ours_v)}, theirs {sum(theirs['verdicts'])}")
     for (task, program, _), a, b in zip(jobs, ours_v, theirs["verdicts"]):

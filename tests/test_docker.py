@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 import time
 import uuid
@@ -23,7 +24,7 @@ from convcodeworld_gym.sandbox import Limits, LocalExecutor, Outcome, SandboxExe
 from convcodeworld_gym.sandbox.docker import CONTAINER_FEATURES, DockerExecutor, DockerUnavailable
 from convcodeworld_gym.tasks import Task
 
-from hostile_programs import EXIT_CALLS, FORGE_REJECTED, FORGES, SQUARE, assert_rejected, texts
+from hostile_programs import EXIT_CALLS, FORGE_REJECTED, FORGES, MOCKED, SQUARE, assert_rejected, succeed_if, texts
 
 pytestmark = pytest.mark.docker
 
@@ -343,3 +344,37 @@ def test_a_forked_copy_refuses_to_run(docker_executor) -> None:
     process.join(10)
     assert message.startswith("ExecutorError") and "functools.partial" in message
     assert docker_executor.run(probe_task("after"), "def probe():\n    return 'contained'\n").passed
+
+
+def test_the_other_hostile_classes_are_contained_too(docker_executor) -> None:
+    """The rest of the sandbox's hostile cases, in a container: its parent and every process killed, a socket
+    to the host's loopback, many files, a big file, huge output, deep recursion, forging where judged in-process."""
+    killer = "import os, signal\ndef task_func(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    os.kill(-1, signal.SIGKILL)\n    return -1\n"
+    # kill(-1) is safe here: the run is in the container's PID namespace, as a uid that owns nothing of the host.
+    probe = succeed_if("ok = os.readlink('/proc/self/ns/pid') != " + repr(os.readlink("/proc/self/ns/pid")))
+    assert docker_executor.run(SQUARE, probe).passed, "the run is not in the container's PID namespace"
+    for task in (SQUARE, MOCKED):
+        assert_rejected(docker_executor, killer, "AssertionError", "killed by signal SIGKILL", "No such process",
+                        "Operation not permitted", task=task)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        attack = f"import socket\ns = socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=2)\nok = True"
+        assert_rejected(docker_executor, succeed_if(attack), "Permission denied", "Network is unreachable",
+                        "Connection refused", "timed out")
+    many = "for i in range(50000):\n    open(f'f{i}', 'w').close()\nok = True"
+    assert_rejected(docker_executor, succeed_if(many), "No space left on device")
+    big = "with open('big', 'wb') as fh:\n    for _ in range(300):\n        fh.write(b'x' * (1 << 20))\nok = True"
+    assert_rejected(docker_executor, succeed_if(big), "File too large", "No space left on device", "SIGXFSZ")
+    assert_rejected(docker_executor, "def task_func(x):\n    print('x' * (64 << 20))\n    return -1\n", "AssertionError",
+                    "memory limit", "MemoryError")
+    huge = assert_rejected(docker_executor, "def task_func(x):\n    raise ValueError('y' * (40 << 20))\n",
+                           "OutputLimitExceeded", "characters cut", "memory limit", "MemoryError")
+    assert len(texts(huge)) < 200_000
+    recursion = "import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1) + 1\ndef task_func(x):\n    return f(0)\n"
+    # A run that outgrows the container before its address-space rlimit is ended by the kernel (SIGKILL).
+    assert_rejected(docker_executor, recursion, "SIGSEGV", "RecursionError", "MemoryError", "TimeoutError", "SIGKILL")
+    for name in ("patch_unittest", "frame_walk", "forge_channel"):
+        result = assert_rejected(docker_executor, FORGES[name], "JudgeRefused", "AssertionError", task=MOCKED)
+        assert result.details["judge"] == "inprocess"
+    assert docker_executor.run(SQUARE, SQUARE.ground_truth).passed

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..errors import ExecutorError
 from ..tasks import Task
+from .confine import SandboxSettings
 from .executor import Executor, Limits
 from .landlock import abi as landlock_abi
 from .launch import WORKER_MODULE, Launcher, WorkerProcess
@@ -203,7 +204,7 @@ class ContainerLauncher(Launcher):
     host_runtime = False
 
     def __init__(self, client: Any, image: str, *, python: str, memory: str, pids: int, cpus: float, tmpfs_size: str,
-                 volumes: Mapping[str, str], environment: Mapping[str, str]) -> None:
+                 tmpfs_inodes: int, volumes: Mapping[str, str], environment: Mapping[str, str]) -> None:
         self._client, self.image, self.python = client, image, python
         self.label = f"ccw-{uuid.uuid4().hex[:12]}"
         package = str(Path(__file__).resolve().parents[1])
@@ -223,7 +224,7 @@ class ContainerLauncher(Launcher):
             # The runs' work dirs (each given to the slot's uid) are made here. 1777 as in the image (Docker copies
             # the image dir's mode up anyway); what a run leaves in /tmp is swept. ``exec``: Docker's default is
             # noexec, and a program may run a script it wrote, as in the local sandbox.
-            "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={tmpfs_size},mode=1777"},
+            "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={tmpfs_size},nr_inodes={tmpfs_inodes},mode=1777"},
             "cap_drop": ["ALL"],
             "cap_add": sorted(WORKER_CAPABILITIES),
             "security_opt": ["no-new-privileges"],
@@ -307,7 +308,8 @@ class DockerExecutor(SandboxExecutor):
         memory: memory limit of one container (swap disabled), Docker syntax (``"2g"``).
         pids: the most processes and threads one container may hold.
         cpus: CPUs one container may use.
-        tmpfs_size: size of the container's ``/tmp`` (the work dirs of its runs).
+        tmpfs_size: size of the container's ``/tmp`` (the work dirs of its runs); it holds at most
+            ``settings.tmpfs_inodes`` files and dirs, as the local sandbox's private ``/tmp`` does.
         volumes: extra read-only bind mounts ``{host_path: container_path}`` (e.g. a Python).
         environment: extra variables for the worker (its library imports). Runs never see them: each
             gets the same scrubbed environment as in the local sandbox.
@@ -351,8 +353,9 @@ class DockerExecutor(SandboxExecutor):
                 "`docker build -t convcodeworld-bigcodebench envs/bigcodebench`"
             ) from exc
         self.image, self.python = image, python
-        launcher = ContainerLauncher(client, image, python=python, memory=memory, pids=pids, cpus=cpus,
-                                     tmpfs_size=tmpfs_size, volumes=volumes or {}, environment=environment or {})
+        inodes = (sandbox_options.get("settings") or SandboxSettings()).tmpfs_inodes
+        launcher = ContainerLauncher(client, image, python=python, memory=memory, pids=pids, cpus=cpus, tmpfs_size=tmpfs_size,
+                                     tmpfs_inodes=inodes, volumes=volumes or {}, environment=environment or {})
         sandbox_options.setdefault("preload", HEAVY_MODULES)  # the image's libraries are unknown here: try them all
         super().__init__(limits, workers=slots or Executor.default_concurrency(self), launcher=launcher, **sandbox_options)
         self.slots = len(self._workers)

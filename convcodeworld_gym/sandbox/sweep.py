@@ -6,7 +6,7 @@ and its temporary dirs with the next run: a ``setsid`` daemon escapes the proces
 helper kills, and files in ``/dev/shm`` or ``/tmp`` stay. The slot's uid is its own (no other
 slot, executor or container on the machine uses it), so after each run the worker forks a child
 that becomes that uid, kills every process it may signal (``kill(-1)``: every process of the uid,
-never root's, never another uid's, never itself) and removes what the uid owns at the top of the
+never root's, never another uid's, never itself), waits until they are reaped, and removes what the uid owns at the top of the
 temporary dirs (the run's work dir among them). Because the sweeper has no privilege left, it can
 reach nothing the run itself could not.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import time
 from collections.abc import Iterable
 
 __all__ = ["sweep_uid"]
@@ -41,17 +42,49 @@ def sweep_uid(uid: int, dirs: Iterable[str]) -> bool:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-            for _ in range(2):  # the second catches a process forked while the first was delivered
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except ProcessLookupError:
-                    break
+            _kill_all_and_wait(uid)
             for directory in dirs:
                 _remove_owned(directory, uid)
             code = 0
         finally:
             os._exit(code)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+_GONE_WAIT_S = 2.0
+
+
+def _kill_all_and_wait(uid: int) -> None:
+    """SIGKILL every process this uid may signal, then wait (a while) until no process of ``uid`` is left,
+    zombies included: a killed process still counts against the pids limit, and is still seen in
+    ``/proc``, until it is reaped. (``kill(-1, 0)`` cannot tell: it succeeds while any process exists.)"""
+    deadline = time.monotonic() + _GONE_WAIT_S
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)  # again each round: catches a process forked while the last was delivered
+        except ProcessLookupError:
+            return
+        if not _has_other_processes(uid) or time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
+
+
+def _has_other_processes(uid: int) -> bool:
+    """Is any process but this one, of real uid ``uid``, in ``/proc`` (alive or a zombie)?"""
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or entry == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as fh:
+                for line in fh:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            return True
+                        break
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return False
 
 
 def _remove_owned(directory: str, uid: int) -> None:

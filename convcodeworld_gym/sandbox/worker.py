@@ -286,7 +286,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             hardening.close_network()
     except OSError as exc:
         _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.")
-    program_process = _fork_program_process(workdir, (result_fd, job_fd)) if mode is Mode.SPLIT else None
+    program_process = None
+    if mode is Mode.SPLIT:
+        try:
+            program_process = _fork_program_process(workdir, (result_fd, job_fd))
+        except OSError:
+            pass  # e.g. the pids limit, until the last run's processes are reaped: forked with the job instead
     with os.fdopen(job_fd, "rb") as fh:
         data = fh.read()
     if not data:
@@ -321,12 +326,24 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     os._exit(0)
 
 
+_FORK_ATTEMPTS = 50
+
+
 def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Channel]:
     """Fork the split judge's program process (closing ``close`` in it): it waits for the program on its
     channel and serves calls to it. Returns its pid and the judge's end of the channel."""
     to_prog_r, to_prog_w = os.pipe()
     to_judge_r, to_judge_w = os.pipe()
-    pid = os.fork()
+    for attempt in range(_FORK_ATTEMPTS):
+        try:
+            pid = os.fork()
+            break
+        except BlockingIOError:  # EAGAIN: the pids limit, while a previous run's processes are being reaped
+            if attempt == _FORK_ATTEMPTS - 1:
+                for fd in (to_prog_r, to_prog_w, to_judge_r, to_judge_w):
+                    os.close(fd)
+                raise
+            time.sleep(0.02)
     if pid == 0:
         for fd in (*close, to_prog_w, to_judge_r):
             os.close(fd)
@@ -406,7 +423,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
     read_fd, write_fd = os.pipe()
     job_r, job_w = os.pipe()
     child = spawn.fork() if spawn is not None else os.fork()
-    if child == 0:
+    if child == 0:  # nothing raised here may reach the worker's loop: the child reports and exits
         try:
             os.close(read_fd)
             os.close(job_w)
@@ -415,9 +432,9 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
                 confine.enter_run_mounts(settings)
                 os.makedirs(workdir)
                 _prepare_workdir(workdir, confinement)
+            run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd)
         except BaseException as exc:  # noqa: BLE001
-            _refuse(write_fd, f"the sandbox could not prepare this run ({exc}); it was not run.")
-        run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd)
+            _refuse(write_fd, f"the sandbox could not prepare this run ({type(exc).__name__}: {exc}); it was not run.")
     for fd in (write_fd, job_r):
         os.close(fd)
     return _Spare(child, job_w, read_fd, workdir, namespaced, imported, network)
