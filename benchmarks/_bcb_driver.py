@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
+from _timing import measure
 from bigcodebench.eval import PASS, untrusted_check
 
 # bigcodebench's evaluate defaults: 30 GB address space and data, 10 MB stack.
@@ -26,14 +26,7 @@ def check(job: list[str]) -> tuple[float, bool]:
 
 def main() -> None:
     spec = json.load(sys.stdin)
-    jobs = spec["jobs"]
-    check(jobs[0])  # warm-up: first imports
-    sequential = [check(job) for job in jobs]
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=spec["workers"]) as pool:
-        list(pool.map(check, jobs))
-    parallel_s = time.perf_counter() - started
-    json.dump({"seconds": [s for s, _ in sequential], "verdicts": [v for _, v in sequential], "parallel_s": parallel_s}, sys.stdout)
+    json.dump(measure(check, spec["jobs"], spec["workers"]), sys.stdout)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ import sys
 import tempfile
 import time
 import unittest
-from concurrent.futures import ThreadPoolExecutor
 
+from _timing import measure
 from convcodeworld_gym.sandbox import memory
 from convcodeworld_gym.sandbox.worker import warm_up
 
@@ -55,14 +55,7 @@ def main() -> None:
         importlib.import_module(name)
     warm_up()
     memory.settle()
-    jobs = spec["jobs"]
-    check(jobs[0])
-    sequential = [check(job) for job in jobs]
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=spec["workers"]) as pool:
-        list(pool.map(check, jobs))
-    parallel_s = time.perf_counter() - started
-    json.dump({"seconds": [s for s, _ in sequential], "verdicts": [v for _, v in sequential], "parallel_s": parallel_s}, sys.stdout)
+    json.dump(measure(check, spec["jobs"], spec["workers"]), sys.stdout)
 
 
 if __name__ == "__main__":

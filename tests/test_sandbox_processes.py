@@ -17,6 +17,8 @@ from convcodeworld_gym.sandbox.confine import RunNamespaces
 from convcodeworld_gym.sandbox.reap import has_exited, kill_group
 from convcodeworld_gym.tasks import Task
 
+from hostile_programs import SQUARE_TESTS
+
 
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as fh:
@@ -96,13 +98,6 @@ def _ppid(pid: int) -> int | None:
         return None
 
 
-_SQUARE_TESTS = """import unittest
-class TestCases(unittest.TestCase):
-    def test_two(self):
-        self.assertEqual(task_func(2), 4)
-    def test_three(self):
-        self.assertEqual(task_func(3), 9)
-"""
 _FORGE = """import unittest
 unittest.TestCase.run = lambda self, result=None: None  # would pass every test if it ran in the judge
 def task_func(x):
@@ -113,9 +108,9 @@ def task_func(x):
 def test_spares_made_for_the_other_judge_mode_still_judge_right():
     """A worker makes its next spare for the last job's judge mode; jobs alternating between modes
     (the split judge's program process forked on demand, or ended unused) are judged as always."""
-    split = Task("modes/split", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n", _SQUARE_TESTS)
+    split = Task("modes/split", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n", SQUARE_TESTS)
     mocked = Task("modes/mocked", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n",
-                  _SQUARE_TESTS.replace("import unittest", "import unittest\nfrom unittest.mock import patch")
+                  SQUARE_TESTS.replace("import unittest", "import unittest\nfrom unittest.mock import patch")
                   .replace("    def test_two", '    @patch("os.getcwd", return_value="/x")\n    def test_two').replace("test_two(self)", "test_two(self, _m)"))
     with SandboxExecutor(workers=1, preload=(), cache=False) as ex:
         assert ex.profile(split).mode.value == "split" and ex.profile(mocked).mode.value == "inprocess"
