@@ -415,6 +415,8 @@ class _Spare:
 
 def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.RunNamespaces | None,
                 settings: SandboxSettings, counter: int, imported: frozenset[str], network: str, mode: Mode) -> _Spare:
+    """Fork the next run's confined child (it prepares itself and waits for its job). Raises OSError,
+    leaving nothing behind, when the fork or the new PID namespace is refused."""
     namespaced = spawn is not None
     # Namespaced: the dir is made by the child inside the run's own fresh /tmp, which vanishes with the run.
     workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced else tempfile.mkdtemp(prefix="ccw_")
@@ -422,7 +424,14 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
         _prepare_workdir(workdir, confinement)
     read_fd, write_fd = os.pipe()
     job_r, job_w = os.pipe()
-    child = spawn.fork() if spawn is not None else os.fork()
+    try:
+        child = spawn.fork() if spawn is not None else os.fork()
+    except OSError:
+        for fd in (read_fd, write_fd, job_r, job_w):
+            os.close(fd)
+        if not namespaced:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
     if child == 0:  # nothing raised here may reach the worker's loop: the child reports and exits
         try:
             os.close(read_fd)
@@ -474,6 +483,12 @@ def _run_on(spare: _Spare, job: dict[str, Any]) -> dict[str, Any]:
     return {"events": events, "stop_reason": stop_reason, "exit_desc": exit_desc, "run_s": time.monotonic() - started}
 
 
+def _not_started(exc: OSError) -> dict[str, Any]:
+    """The reply for a job whose run could not be started: a failed run that says why (the worker stays)."""
+    why = f"SandboxError: the sandbox could not start this run ({type(exc).__name__}: {exc}); it was not run."
+    return {"events": [{"e": "crash", "tb": why}], "stop_reason": None, "exit_desc": "was not started", "run_s": 0.0}
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     settings = SandboxSettings(**config["settings"])
@@ -514,6 +529,8 @@ def main() -> None:
                 spare = _make_spare(confinement, hardening, spawn, settings, counter, frozenset(attempted), network, mode)
             used, spare = spare, None
             reply = _run_on(used, job)
+        except OSError as exc:  # no spare could be made (fork or namespace refused, e.g. at the pids limit): not run
+            reply, used = _not_started(exc), None
         except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive
             reply, used = {"worker_error": f"{type(exc).__name__}: {exc}"}, None
         out.write((json.dumps(reply) + "\n").encode("utf-8", "surrogatepass"))
@@ -524,7 +541,10 @@ def main() -> None:
             if confinement.level is Level.UID:  # no PID namespace per run: end what the run left under its uid
                 sweep.sweep_uid(confinement.uid, (confine.SANDBOX_ROOT, "/dev/shm"))
         counter += 1
-        spare = _make_spare(confinement, hardening, spawn, settings, counter, frozenset(attempted), network, mode)
+        try:
+            spare = _make_spare(confinement, hardening, spawn, settings, counter, frozenset(attempted), network, mode)
+        except OSError:
+            spare = None  # tried again with the next job, which fails with the reason if it fails again
 
 if __name__ == "__main__":
     main()
