@@ -20,9 +20,14 @@ from convcodeworld_gym.tasks import Task
 from hostile_programs import SQUARE_TESTS
 
 
-def _state(pid: int) -> str:
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command name: state, ppid, ..."""
     with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().rsplit(")", 1)[1].split()[0]
+        return fh.read().rsplit(")", 1)[1].split()
+
+
+def _state(pid: int) -> str:
+    return _stat(pid)[0]
 
 
 def test_worker_started_from_a_short_lived_thread_survives_it(humaneval):
@@ -92,8 +97,7 @@ def test_run_namespaces_forks_pid_1_again_and_again_and_killing_it_ends_the_run(
 
 def _ppid(pid: int) -> int | None:
     try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
+        return int(_stat(pid)[1])
     except (OSError, ValueError):
         return None
 

@@ -41,7 +41,7 @@ from ..tasks import Task
 from .confine import SandboxSettings
 from .executor import Executor, Limits
 from .landlock import abi as landlock_abi
-from .launch import WORKER_MODULE, Launcher, WorkerProcess
+from .launch import EXIT_WAIT_S, WORKER_MODULE, Launcher, WorkerProcess
 from .local import child_env, describe_exit
 from .pool import SandboxExecutor
 from .result import ExecutionResult
@@ -95,7 +95,6 @@ _BOOT = (
     "main()\n"
 )
 _STDERR_TAIL = 2000
-_EXIT_WAIT_S = 5.0
 
 
 class DockerUnavailable(ExecutorError):
@@ -165,7 +164,7 @@ class _ContainerWorker(WorkerProcess):
         return not self._pump.is_alive()
 
     def exit_text(self) -> str:
-        self._pump.join(_EXIT_WAIT_S)
+        self._pump.join(EXIT_WAIT_S)
         code = None
         try:
             state = self._api.exec_inspect(self._exec_id)
@@ -191,7 +190,7 @@ class _ContainerWorker(WorkerProcess):
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self._pump.join(_EXIT_WAIT_S)
+        self._pump.join(EXIT_WAIT_S)
         self._sock.close()
         os.close(self._read_fd)
 

@@ -28,12 +28,13 @@ from .local import child_env, describe_exit
 from .reap import kill_group
 from .spawner import spawn
 
-__all__ = ["WorkerProcess", "Launcher", "LocalLauncher", "WORKER_MODULE", "PACKAGE_ROOT"]
+__all__ = ["WorkerProcess", "Launcher", "LocalLauncher", "WORKER_MODULE", "PACKAGE_ROOT", "EXIT_WAIT_S"]
 
 WORKER_MODULE = "convcodeworld_gym.sandbox.worker"
 #: The directory holding the ``convcodeworld_gym`` package.
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-_EXIT_WAIT_S = 5.0
+#: How long a WorkerProcess waits for a worker that stopped answering to end, to say how it ended.
+EXIT_WAIT_S = 5.0
 
 
 class WorkerProcess(abc.ABC):
@@ -124,7 +125,7 @@ class _ChildProcess(WorkerProcess):
 
     def exit_text(self) -> str:
         try:
-            self.proc.wait(_EXIT_WAIT_S)
+            self.proc.wait(EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             pass
         return describe_exit(self.proc.returncode, "stopped answering")

@@ -31,6 +31,7 @@ Holds:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -178,7 +179,9 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]
         features.append("pidns")
     except OSError as exc:
         missing.append(f"namespaces: {exc}")
-        spawn = None
+        if spawn is not None:
+            spawn.close()
+            spawn = None
     hardening, hardened, lacking = _harden(readable)
     features += hardened
     missing += lacking
@@ -395,7 +398,6 @@ class _Spare:
     result_r: int
     workdir: str
     namespaced: bool
-    imported: frozenset[str]
     network: str
     status: int | None = None
 
@@ -414,7 +416,7 @@ class _Spare:
 
 
 def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.RunNamespaces | None,
-                settings: SandboxSettings, counter: int, imported: frozenset[str], network: str, mode: Mode) -> _Spare:
+                settings: SandboxSettings, counter: int, network: str, mode: Mode) -> _Spare:
     """Fork the next run's confined child (it prepares itself and waits for its job). Raises OSError,
     leaving nothing behind, when the fork or the new PID namespace is refused."""
     namespaced = spawn is not None
@@ -446,7 +448,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
             _refuse(write_fd, f"the sandbox could not prepare this run ({type(exc).__name__}: {exc}); it was not run.")
     for fd in (write_fd, job_r):
         os.close(fd)
-    return _Spare(child, job_w, read_fd, workdir, namespaced, imported, network)
+    return _Spare(child, job_w, read_fd, workdir, namespaced, network)
 
 
 def _finish(spare: _Spare) -> None:
@@ -505,6 +507,7 @@ def main() -> None:
     _import_quietly(config.get("preload", []))
     out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
     out.flush()
+    make_spare = functools.partial(_make_spare, confinement, hardening, spawn, settings)
     counter = 0
     attempted: set[str] = set(config.get("preload", []))
     spare: _Spare | None = None
@@ -512,6 +515,7 @@ def main() -> None:
     network, mode = "none", Mode.SPLIT
     for line in inp:
         counter += 1
+        used: _Spare | None = None
         try:
             job = json.loads(line)
             wanted = set(job.get("preload", []))
@@ -525,14 +529,16 @@ def main() -> None:
             if spare is not None and spare.network != network:
                 _finish(spare)
                 spare = None
-            if spare is None:
-                spare = _make_spare(confinement, hardening, spawn, settings, counter, frozenset(attempted), network, mode)
             used, spare = spare, None
-            reply = _run_on(used, job)
-        except OSError as exc:  # no spare could be made (fork or namespace refused, e.g. at the pids limit): not run
-            reply, used = _not_started(exc), None
-        except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive
-            reply, used = {"worker_error": f"{type(exc).__name__}: {exc}"}, None
+            if used is None:
+                try:
+                    used = make_spare(counter, network, mode)
+                except OSError as exc:  # the fork or the namespace refused (e.g. at the pids limit): not run
+                    reply = _not_started(exc)
+            if used is not None:
+                reply = _run_on(used, job)
+        except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive; a started run ends below
+            reply = {"worker_error": f"{type(exc).__name__}: {exc}"}
         out.write((json.dumps(reply) + "\n").encode("utf-8", "surrogatepass"))
         out.flush()
         # Off the critical path: clean up this run and make the next run's confined child.
@@ -542,7 +548,7 @@ def main() -> None:
                 sweep.sweep_uid(confinement.uid, (confine.SANDBOX_ROOT, "/dev/shm"))
         counter += 1
         try:
-            spare = _make_spare(confinement, hardening, spawn, settings, counter, frozenset(attempted), network, mode)
+            spare = make_spare(counter, network, mode)
         except OSError:
             spare = None  # tried again with the next job, which fails with the reason if it fails again
 
