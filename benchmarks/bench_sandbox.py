@@ -126,8 +126,8 @@ def main() -> int:
     for kind in ("stdlib", "pandas"):
         f = [s for s, k in zip(floor["seconds"], kinds) if k == kind]
         print(f"  median per execution, {kind:7}{ms(f):>24}")
-    print(f"  throughput, {args.workers} parallel     {len(jobs) / floor['parallel_s']:>21.1f} /s"
-          f"   (ours / floor: {ours_tp / (len(jobs) / floor['parallel_s']):.2f})")
+    floor_tp = len(jobs) / floor["parallel_s"]
+    print(f"  throughput, {args.workers} parallel     {floor_tp:>21.1f} /s   (ours / floor: {ours_tp / floor_tp:.2f})")
     agree = sum(a == b for a, b in zip(ours_v, theirs["verdicts"]))
     print(f"verdict agreement: {agree}/{len(jobs)} ({agree / len(jobs):.1%}); passes: ours {sum(ours_v)}, theirs {sum(theirs['verdicts'])}")
     for (task, program, _), a, b in zip(jobs, ours_v, theirs["verdicts"]):
