@@ -6,6 +6,8 @@ import logging
 import sqlite3
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -152,17 +154,24 @@ def test_second_run_is_cached_and_byte_identical(tmp_path):
 def test_cache_shared_by_processes(tmp_path):
     path = tmp_path / "multi.sqlite"
     code = (  # cache.py stands alone: load just it, so the two writers start fast and overlap
-        "import sys, importlib.util\n"
+        "import os, sys, time, importlib.util\n"
         f"spec = importlib.util.spec_from_file_location('cache', {cache_module.__file__!r})\n"
         "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "open(sys.argv[1] + '.ready' + sys.argv[2], 'w').close()\n"
+        "while not os.path.exists(sys.argv[1] + '.go'): time.sleep(0.0005)\n"
         "c = mod.FeedbackCache(sys.argv[1])\n"
         "for i in range(200):\n    c.put(f'k{i % 150}-{sys.argv[2] if i >= 150 else 0}', 'm', sys.argv[2], 1, 1)\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(n)]) for n in (1, 2)]
-    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    # Four writers open the new file at once: the switch to WAL races (it failed ~6% of runs before _set_up retried).
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(n)]) for n in (1, 2, 3, 4)]
+    deadline = time.monotonic() + 60
+    while not all(Path(f"{path}.ready{n}").exists() for n in (1, 2, 3, 4)) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    Path(f"{path}.go").touch()  # all four open the new file within a millisecond or so
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
     with FeedbackCache(path) as cache:
-        assert len(cache) == 150 + 2 * 50  # shared keys stored once, first writer wins
-        assert cache.get("k0-0")[0] in ("1", "2")
+        assert len(cache) == 150 + 4 * 50  # shared keys stored once, first writer wins
+        assert cache.get("k0-0")[0] in ("1", "2", "3", "4")
 
 
 def test_leak_guard_regenerates_then_redacts(tmp_path):

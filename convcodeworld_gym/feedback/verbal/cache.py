@@ -21,6 +21,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ CREATE TABLE IF NOT EXISTS answers (
     completion_tokens INTEGER NOT NULL
 )
 """
+
+_BUSY_WAIT_S = 60.0
 
 
 def default_cache_path() -> Path:
@@ -75,10 +78,12 @@ class FeedbackCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=60000")
-        self._conn.execute(_SCHEMA)
+        self._conn = sqlite3.connect(str(self.path), timeout=_BUSY_WAIT_S, check_same_thread=False, isolation_level=None)
+        try:
+            _set_up(self._conn)
+        except BaseException:
+            self._conn.close()
+            raise
 
     def get(self, key: str) -> tuple[str, int, int] | None:
         """``(content, prompt_tokens, completion_tokens)`` stored under ``key``, or ``None``."""
@@ -110,3 +115,26 @@ class FeedbackCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _set_up(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL and create the table, retrying while another process holds it.
+
+    Two processes opening a new file at once can get "database is locked" from the
+    switch to WAL at once, without sqlite's busy handler waiting first, so the retry
+    is ours: with growing pauses, for at most ``_BUSY_WAIT_S`` seconds.
+    """
+    deadline = time.monotonic() + _BUSY_WAIT_S
+    pause = 0.005
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(_SCHEMA)
+            return
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
