@@ -11,6 +11,7 @@ Holds:
     load_report             a run directory -> Report
     write_report            write the Markdown, CSVs and PNG of a run; returns their paths
     plot_pass_at_turn       the PNG
+    headless_pyplot         matplotlib's pyplot on the Agg backend (no display needed)
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .combos import FeedbackConfig
 from .log_scores import combinations, run_scores
 from .metrics import DEFAULT_MAX_TURNS, Scores
 from .records import TurnRecord, read_turns
 
-__all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "REPORT_FILES"]
+__all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "headless_pyplot",
+           "REPORT_FILES"]
 
 #: Files :func:`write_report` writes, by role.
 REPORT_FILES = {"markdown": "report.md", "pass_csv": "pass_at_turn.csv", "mrr_csv": "mrr_recall.csv", "plot": "pass_at_turn.png"}
@@ -164,13 +167,19 @@ def load_report(run_dir: str | os.PathLike[str]) -> Report:
     )
 
 
-def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
-    """Pass@1 (%) against turn, one line per combination (colour: EF; line style: verbal feedback)."""
+def headless_pyplot() -> Any:
+    """``matplotlib.pyplot``, on the Agg backend unless one was chosen already (so no display is needed)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
+    """Pass@1 (%) against turn, one line per combination (colour: EF; line style: verbal feedback)."""
+    plt = headless_pyplot()
     colours = {"none": "tab:blue", "partial": "tab:orange", "full": "tab:green"}
     styles = {"none": "-", "novice": "--", "expert": ":"}
     markers = {"none": "o", "novice": "s", "expert": "^"}

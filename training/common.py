@@ -4,7 +4,7 @@ The programs run as scripts (``python training/<name>.py``), so this module is i
 from their own directory.
 
 Holds:
-    pyplot             matplotlib's pyplot on the headless Agg backend
+    pyplot             matplotlib's pyplot on the headless Agg backend (the report's)
     save_figure        lay out, write a PNG and close
     require_no_verbal  refuse a combination with verbal feedback (a simulated user every turn)
     base_parser        the arguments both programs take: --smoke, --combination, --out
@@ -16,18 +16,9 @@ import argparse
 from typing import Any
 
 from convcodeworld_gym.combos import FeedbackConfig
+from convcodeworld_gym.report import headless_pyplot as pyplot
 
 __all__ = ["pyplot", "save_figure", "require_no_verbal", "base_parser"]
-
-
-def pyplot() -> Any:
-    """``matplotlib.pyplot`` with the Agg backend (no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def save_figure(fig: Any, path: str) -> None:

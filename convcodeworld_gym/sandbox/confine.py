@@ -49,6 +49,7 @@ __all__ = [
     "SANDBOX_ROOT",
     "prctl",
     "syscall",
+    "libc",
 ]
 
 #: Inside a worker's mount namespace this is a private, size-limited tmpfs; each run gets a dir in it.
@@ -67,7 +68,9 @@ _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 _libc: Any = None
 
 
-def _lib() -> Any:
+def libc() -> Any:
+    """The process's one handle to the C library (loaded on first use, errno kept), with the argument
+    types of every function the sandbox calls through it set."""
     global _libc  # noqa: PLW0603 - one handle to libc, loaded on first use
     if _libc is None:
         lib = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -77,6 +80,7 @@ def _lib() -> Any:
         lib.setns.argtypes = [ctypes.c_int, ctypes.c_int]
         lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
         lib.syscall.restype = ctypes.c_long
+        lib.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         _libc = lib
     return _libc
 
@@ -89,7 +93,7 @@ def _check(ret: int, what: str) -> None:
 
 def syscall(number: int, *args: int) -> int:
     """A raw system call (integer and pointer arguments); raises OSError when it returns -1."""
-    ret = _lib().syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
+    ret = libc().syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
     if ret == -1:
         err = ctypes.get_errno()
         raise OSError(err, f"syscall {number}: {os.strerror(err)}")
@@ -98,12 +102,12 @@ def syscall(number: int, *args: int) -> int:
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     enc = lambda s: s.encode() if s is not None else None  # noqa: E731
-    _check(_lib().mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+    _check(libc().mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
 def prctl(option: int, arg: int, arg2: int = 0) -> None:
     """``prctl(option, arg, arg2, 0, 0)``; raises OSError when it fails."""
-    _check(_lib().prctl(option, arg, arg2, 0, 0), f"prctl({option})")
+    _check(libc().prctl(option, arg, arg2, 0, 0), f"prctl({option})")
 
 
 class Level(str, enum.Enum):
@@ -207,7 +211,7 @@ def _bind_readable(paths: Iterable[str]) -> None:
         for stage, path in zip(stages, members):
             os.makedirs(path, exist_ok=True)
             _mount(stage, path, None, _MS_BIND | _MS_REC)
-            _check(_lib().umount2(stage.encode(), _MNT_DETACH), f"umount {stage}")
+            _check(libc().umount2(stage.encode(), _MNT_DETACH), f"umount {stage}")
             os.rmdir(stage)
 
 
@@ -221,7 +225,7 @@ def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) 
     Raises:
         OSError: a step failed (not root, no namespace support); the caller falls back to a weaker level.
     """
-    _check(_lib().unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
+    _check(libc().unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("tmpfs", SANDBOX_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV,
            f"mode=755,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
@@ -247,13 +251,13 @@ class RunNamespaces:
 
     def fork(self) -> int:
         """``os.fork()``, the child being pid 1 of a fresh PID namespace; 0 in the child."""
-        _check(_lib().unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+        _check(libc().unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
         pid = -1
         try:
             pid = os.fork()
         finally:
             if pid != 0:
-                _check(_lib().setns(self._home, _CLONE_NEWPID), "setns(CLONE_NEWPID)")
+                _check(libc().setns(self._home, _CLONE_NEWPID), "setns(CLONE_NEWPID)")
         return pid
 
     def close(self) -> None:
@@ -263,7 +267,7 @@ class RunNamespaces:
 def enter_run_mounts(settings: SandboxSettings) -> None:
     """In a run's pid 1 (as root): a new mount namespace with a fresh size-limited ``/tmp`` and ``/dev/shm``,
     so nothing a run leaves there reaches the next run; both vanish with the run's last process."""
-    _check(_lib().unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(libc().unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _mount("tmpfs", SANDBOX_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV,
            f"mode=1777,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
     if os.path.isdir("/dev/shm"):

@@ -20,17 +20,16 @@ Holds:
 
 from __future__ import annotations
 
-import ctypes
 import gc
 from collections.abc import Iterator
+
+from . import confine
 
 __all__ = ["settle"]
 
 _MADV_HUGEPAGE = 14
 _MADV_COLLAPSE = 25
 _HUGE = 1 << 21
-
-_madvise: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
 
 
 def settle() -> int:
@@ -66,12 +65,7 @@ def _heap_ranges() -> Iterator[tuple[int, int]]:
 
 
 def _advise(start: int, length: int, advice: int) -> bool:
-    global _madvise  # noqa: PLW0603 - one libc handle, loaded on first use
     try:
-        if _madvise is None:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-            _madvise = libc.madvise
-        return _madvise(start, length, advice) == 0
+        return confine.libc().madvise(start, length, advice) == 0
     except (OSError, AttributeError):
         return False
