@@ -2,7 +2,7 @@
 
 Holds:
     SelfCheckReport  pass rate, judge-mode shares and, per failing task, why it failed
-    classify_failure the reason class of a failed result: missing library, network, timeout, other
+    classify_failure the reason class of a failed result: missing library, network, timeout, memory, other
     run_selfcheck    run the canonical solutions through an executor and build the report
 """
 
@@ -22,7 +22,8 @@ _NETWORK_MARKERS = ("Network is unreachable", "Name or service not known", "Temp
 
 
 def classify_failure(result: ExecutionResult, lacking: tuple[str, ...] = ()) -> tuple[str, str]:
-    """``(kind, detail)`` of a failed result; kind is ``missing library``, ``network``, ``timeout`` or ``other``.
+    """``(kind, detail)`` of a failed result; kind is ``missing library``, ``network``, ``timeout``,
+    ``memory`` (the kernel ended the run at its container's memory limit) or ``other``.
 
     >>> from convcodeworld_gym.sandbox import ExecutionResult
     >>> classify_failure(ExecutionResult(tests=(), crash="ModuleNotFoundError: No module named 'pandas'"), ("pandas",))
@@ -35,6 +36,8 @@ def classify_failure(result: ExecutionResult, lacking: tuple[str, ...] = ()) -> 
         return "missing library", ", ".join(f"{m} (pip install {pypi_name(m.split('.')[0])})" for m in names)
     if result.limits_hit and any("timeout" in limit for limit in result.limits_hit):
         return "timeout", ", ".join(result.limits_hit)
+    if "memory_limit" in result.limits_hit:
+        return "memory", "the run outgrew its container's memory limit (give DockerExecutor a larger memory=)"
     if any(marker in texts for marker in _NETWORK_MARKERS):
         return "network", next(line.strip() for line in texts.splitlines() if any(m in line for m in _NETWORK_MARKERS))
     last = [line.strip() for line in texts.strip().splitlines() if line.strip()]

@@ -10,9 +10,12 @@ memory by the container's limit).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -21,7 +24,7 @@ import pytest
 
 from convcodeworld_gym.errors import ExecutorError
 from convcodeworld_gym.sandbox import Limits, LocalExecutor, Outcome, SandboxExecutor, TimePolicy
-from convcodeworld_gym.sandbox.docker import CONTAINER_FEATURES, DockerExecutor, DockerUnavailable
+from convcodeworld_gym.sandbox.docker import CONTAINER_FEATURES, OWNER_LABEL, DockerExecutor, DockerUnavailable, remove_orphans
 from convcodeworld_gym.tasks import Task
 
 from hostile_programs import EXIT_CALLS, FORGE_REJECTED, FORGES, MOCKED, SQUARE, assert_rejected, succeed_if, texts
@@ -179,7 +182,11 @@ def test_memory_bomb_is_bounded(docker_executor) -> None:
     result = docker_executor.run(task, bomb)
     assert not result.passed and result.tests[0].outcome is not Outcome.PASSED
     assert "allocated 8000 MB" not in texts(result)
-    assert docker_executor.run(task, task.ground_truth).passed
+    # The container's limit (far below the 6 GB address-space rlimit) ended it: the result says so.
+    assert "memory_limit" in result.limits_hit and result.details["oom_kills"] >= 1, (result.limits_hit, texts(result))
+    assert "killed by signal SIGKILL by the kernel's out-of-memory killer" in texts(result), texts(result)
+    again = docker_executor.run(task, task.ground_truth)
+    assert again.passed and again.limits_hit == () and "oom_kills" not in again.details
 
 
 def test_writes_outside_the_work_dir_fail(docker_executor) -> None:
@@ -302,6 +309,39 @@ def test_close_removes_every_container_and_results_are_cached(docker_client, ima
     assert docker_client.containers.list(all=True, filters=label) == []
     with pytest.raises(ExecutorError, match="closed"):
         ex.run(task, programs[1] + "# after close\n")
+
+
+def test_containers_of_an_owner_that_died_stop_and_are_removed(docker_client, image, one_slot) -> None:
+    owner = (  # makes an executor with one container, runs a program, and dies without closing it
+        "import json, os, signal, sys\n"
+        "from convcodeworld_gym.sandbox.docker import DockerExecutor\n"
+        "from convcodeworld_gym.tasks import Task\n"
+        "a = json.loads(sys.argv[1])\n"
+        "ex = DockerExecutor(a['tag'], python=a['python'], volumes=a['volumes'], slots=1, cache=False)\n"
+        "task = Task(**a['task'])\n"
+        "assert ex.run(task, task.ground_truth).passed\n"
+        "print(ex._label, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    task = probe_task("orphan")
+    fields = {k: getattr(task, k) for k in ("task_id", "prompt", "code_prompt", "entry_point", "canonical_solution", "test")}
+    args = json.dumps({"tag": image.tag, "python": image.python, "volumes": image.volumes, "task": fields})
+    done = subprocess.run([sys.executable, "-c", owner, args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -9 and done.stdout.strip().startswith("ccw-"), done.stderr[-2000:]
+    filters = {"label": f"convcodeworld={done.stdout.strip()}"}
+    [left] = docker_client.containers.list(all=True, filters=filters)
+    assert left.labels[OWNER_LABEL].split()[1].isdigit()
+    deadline = time.monotonic() + 40  # its worker read EOF and ended; the keeper, alone 10 s, ends the container
+    while left.status != "exited" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left.reload()
+    assert left.status == "exited", f"the container of a dead owner is still {left.status}"
+    ours = {"label": f"convcodeworld={one_slot._label}"}  # noqa: SLF001 - a live owner's container
+    assert len(docker_client.containers.list(all=True, filters=ours)) == 1
+    assert left.name in remove_orphans(docker_client)
+    assert docker_client.containers.list(all=True, filters=filters) == []
+    assert len(docker_client.containers.list(all=True, filters=ours)) == 1, "a live owner's container was removed"
+    assert one_slot.run(task, task.ground_truth).passed
 
 
 def test_async_vector_env_with_a_docker_executor_per_worker(docker_client, image) -> None:

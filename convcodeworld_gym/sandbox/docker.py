@@ -22,11 +22,13 @@ Holds:
     ContainerLauncher     starts each worker in a container of its own
     WORKER_CAPABILITIES   the capabilities the worker keeps, and why
     CONTAINER_FEATURES    what every container adds to ``details["confinement"]["features"]``
+    remove_orphans        remove the containers of executors of this host that died without closing
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import struct
@@ -48,10 +50,14 @@ from .result import ExecutionResult
 from .runtime import HEAVY_MODULES
 
 __all__ = ["DockerExecutor", "DockerUnavailable", "ContainerLauncher", "WORKER_CAPABILITIES", "CONTAINER_FEATURES",
-           "PACKAGE_IN_CONTAINER", "KEEPER_UID"]
+           "PACKAGE_IN_CONTAINER", "KEEPER_UID", "OWNER_LABEL", "remove_orphans"]
+
+_log = logging.getLogger(__name__)
 
 #: Where the package is bind-mounted (read-only) inside every container; on the worker's ``sys.path``.
 PACKAGE_IN_CONTAINER = "/ccw"
+#: Label of every container: ``"<hostname> <pid> <start time>"`` of the process that owns it (see :func:`remove_orphans`).
+OWNER_LABEL = "convcodeworld.owner"
 #: PID 1 of every container becomes this uid and gid (nobody) first thing; no passwd entry is needed.
 KEEPER_UID = 65534
 #: What the worker (root in the container) keeps of root's capabilities; everything else is dropped.
@@ -65,22 +71,30 @@ WORKER_CAPABILITIES: dict[str, str] = {
 CONTAINER_FEATURES = ("container", "network_none", "memory_limit", "pids_limit", "readonly_root", "tmpfs_tmp",
                       "no_new_privileges", "docker_seccomp", "caps_" + "_".join(sorted(WORKER_CAPABILITIES)).lower())
 _CONTAINER_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Seconds with no process in the container but PID 1 after which it stops (far more than the exec of its worker takes).
+_KEEPER_ALONE_S = 10
 # PID 1 of every slot: drops root for nobody, then reaps orphans as soon as they end (so zombies never eat the
-# pids limit, and the sweep after a run need not wait for them), exits on TERM.
+# pids limit, and the sweep after a run need not wait for them), exits on TERM. A container serves one worker,
+# exec'd into it at once and alive until its owner closes it or dies: once the keeper has been alone for
+# _KEEPER_ALONE_S (checked each second), the worker has ended, and the keeper exits: the container stops.
 # It starts as root because Docker gives a container's processes, exec'd ones included, effective
 # capabilities only when the container's user is root: the worker, exec'd as root, needs its four.
 _KEEPER = (
     "import os, signal\n"
     f"os.setgroups([]); os.setgid({KEEPER_UID}); os.setuid({KEEPER_UID})\n"
     "signal.signal(signal.SIGTERM, lambda *a: os._exit(0))\n"
-    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})\n"  # pending until sigwaitinfo: none is missed
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})\n"  # pending until sigtimedwait: none is missed
+    "alone = 0\n"
     "while True:\n"
     "    try:\n"
     "        while os.waitpid(-1, os.WNOHANG)[0]:\n"
     "            pass\n"
     "    except ChildProcessError:\n"
     "        pass\n"
-    "    signal.sigwaitinfo({signal.SIGCHLD})\n"
+    "    if signal.sigtimedwait({signal.SIGCHLD}, 1.0) is None:\n"
+    "        alone = 0 if any(p.isdigit() and p != '1' for p in os.listdir('/proc')) else alone + 1\n"
+    f"        if alone >= {_KEEPER_ALONE_S}:\n"
+    "            os._exit(0)\n"
 )
 # The worker's entry: the package's own __init__ (gymnasium, the env) is not needed, nor perhaps
 # installed, in the image: a bare package object stands in for it, so only the sandbox subpackage
@@ -199,17 +213,21 @@ class ContainerLauncher(Launcher):
     """Starts each worker in a fresh container of ``image`` and removes it when the worker stops.
 
     The worker is exec'd as root with only :data:`WORKER_CAPABILITIES` (so it can drop each run to
-    the slot's uid); PID 1 is a keeper that becomes :data:`KEEPER_UID` first thing. Every container carries the
-    label ``convcodeworld=<this launcher's id>``, and :meth:`close` removes any left.
+    the slot's uid); PID 1 is a keeper that becomes :data:`KEEPER_UID` first thing, and ends the container
+    once its worker has ended. Every container carries the label ``convcodeworld=<this launcher's id>``
+    (:meth:`close` removes any left) and :data:`OWNER_LABEL`, by which a later launcher on the same host
+    removes the containers of an owner that died without closing (:func:`remove_orphans`).
     """
 
     backend = "docker"
     host_runtime = False
+    own_cgroup = True
 
     def __init__(self, client: Any, image: str, *, python: str, memory: str, pids: int, cpus: float, tmpfs_size: str,
                  tmpfs_inodes: int, volumes: Mapping[str, str], environment: Mapping[str, str]) -> None:
         self._client, self.image, self.python = client, image, python
         self.label = f"ccw-{uuid.uuid4().hex[:12]}"
+        self.removed_orphans = remove_orphans(client)
         package = str(Path(__file__).resolve().parents[1])
         binds = {package: {"bind": PACKAGE_IN_CONTAINER + "/convcodeworld_gym", "mode": "ro"}}
         binds.update({host: {"bind": inside, "mode": "ro"} for host, inside in volumes.items()})
@@ -217,7 +235,7 @@ class ContainerLauncher(Launcher):
         self._container_kwargs = {
             "command": [python, "-c", _KEEPER],
             "user": "0:0",  # the keeper drops to KEEPER_UID at once
-            "labels": {"convcodeworld": self.label},
+            "labels": {"convcodeworld": self.label, OWNER_LABEL: _owner(os.getpid())},
             "network_mode": "none",
             "mem_limit": memory,
             "memswap_limit": memory,
@@ -401,6 +419,43 @@ def _connect(base_url: str | None) -> Any:
             "`dockerd --iptables=false --bridge=none &`, see .ci/start-dockerd) or pass base_url="
         ) from exc
     return client
+
+
+def _owner(pid: int) -> str:
+    """``"<hostname> <pid> <start time>"`` of a live process of this host: its start time (clock ticks after
+    boot, from ``/proc/PID/stat``) tells it from a later process that reuses the pid. ``""`` if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            started = fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+    return f"{socket.gethostname()} {pid} {started}"
+
+
+def remove_orphans(client: Any) -> list[str]:
+    """Remove the containers (running or stopped) that an executor of this host left when it died unclosed.
+
+    A container is an orphan when its :data:`OWNER_LABEL` names this host and a process that is no
+    longer alive (or whose pid now belongs to a later process). Containers of other hosts sharing the
+    engine, and of owners still alive, are left alone. Returns the names of the containers removed.
+    """
+    try:
+        labelled = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+    except Exception:  # noqa: BLE001 - an engine that cannot list has nothing we can remove
+        return []
+    removed = []
+    host = socket.gethostname()
+    for container in labelled:
+        owner = container.labels.get(OWNER_LABEL, "").split()
+        if len(owner) != 3 or owner[0] != host or not owner[1].isdigit():
+            continue
+        if _owner(int(owner[1])) != " ".join(owner):
+            _remove(container)
+            removed.append(container.name)
+    if removed:
+        _log.warning("removed %d container(s) left by a Docker executor that ended without close(): %s",
+                     len(removed), ", ".join(removed))
+    return removed
 
 
 def _remove(container: Any) -> None:

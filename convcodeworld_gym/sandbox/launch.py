@@ -69,10 +69,13 @@ class Launcher(abc.ABC):
         backend: ``details["backend"]`` of every result (``"sandbox"``, ``"docker"``).
         host_runtime: True when runs use this interpreter's libraries, so that which modules a
             task lacks can be judged here (``details["missing_modules"]``).
+        own_cgroup: True when each worker has a memory cgroup to itself (a container), so that an
+            OOM kill counted there during a run is that run's (:mod:`.cgroup`).
     """
 
     backend: str = "sandbox"
     host_runtime: bool = True
+    own_cgroup: bool = False
 
     @property
     @abc.abstractmethod

@@ -70,7 +70,7 @@ class _Worker:
             self._uid = _claim_uid(self.settings.base_uid)
         uid = self._uid[0] if self._uid else self.settings.base_uid
         config = {"uid": uid, "settings": asdict(self.settings), "preload": list(self.preload),
-                  "readable": self.launcher.readable()}
+                  "readable": self.launcher.readable(), "own_cgroup": self.launcher.own_cgroup}
         self.proc = self.launcher.start(config)
         try:
             reply = self._read(timeout=120.0)
@@ -370,7 +370,11 @@ class SandboxExecutor(Executor):
         if lacking:
             details["missing_modules"] = list(lacking)
         details["run_s"] = reply.get("run_s")
-        return ExecutionResult(tests=result.tests, executed=True, crash=result.crash, limits_hit=result.limits_hit,
+        limits_hit = result.limits_hit
+        if reply.get("oom_kills"):  # the kernel ended processes of this run at its container's memory limit
+            details["oom_kills"] = reply["oom_kills"]
+            limits_hit += ("memory_limit",)
+        return ExecutionResult(tests=result.tests, executed=True, crash=result.crash, limits_hit=limits_hit,
                                wall_time_s=time.monotonic() - started, details=details)
 
 

@@ -12,7 +12,8 @@ to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line
    dir, closed every inherited descriptor, and waits for its job. In ``split`` mode it is the
    judge and has forked the program's process; in ``inprocess`` mode it runs program and tests
    itself;
-3. reads the child's events under the time and output limits and answers one JSON line;
+3. reads the child's events under the time and output limits and answers one JSON line (where
+   the worker has a memory cgroup to itself, with the processes the OOM killer ended, :mod:`.cgroup`);
 4. then, off the critical path, kills the run's whole PID namespace (by its pid 1, the worker's
    own unreaped child), reaps it, and makes the next spare (again after any new import, so
    spares start warm). At level ``uid`` (no PID namespace per run, e.g. in a container) it
@@ -46,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from . import confine, landlock, memory, reap, seccomp, sweep
+from . import cgroup, confine, landlock, memory, reap, seccomp, sweep
 from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
@@ -463,7 +464,28 @@ def _finish(spare: _Spare) -> None:
         shutil.rmtree(spare.workdir, ignore_errors=True)
 
 
-def _run_on(spare: _Spare, job: dict[str, Any]) -> dict[str, Any]:
+_SIGKILLED = describe_exit(-signal.SIGKILL)
+_OOM_NOTE = " by the kernel's out-of-memory killer (the run outgrew its container's memory limit)"
+
+
+def _run_on(spare: _Spare, job: dict[str, Any], oom: cgroup.OomCounter | None) -> dict[str, Any]:
+    """Hand ``job`` to the spare's child and collect its events under the job's limits.
+
+    With ``oom`` (the worker's own memory cgroup), processes the kernel's OOM killer ended during the
+    run are counted in the reply (``oom_kills``) and named in the run's "killed by SIGKILL" texts."""
+    oom_before = oom.count() if oom is not None else -1
+    reply = _collect(spare, job)
+    killed = oom.count() - oom_before if oom is not None and oom_before >= 0 else 0
+    if killed > 0:
+        reply["oom_kills"] = killed
+        reply["exit_desc"] = reply["exit_desc"].replace(_SIGKILLED, _SIGKILLED + _OOM_NOTE)
+        for event in reply["events"]:
+            if isinstance(event.get("tb"), str):
+                event["tb"] = event["tb"].replace(_SIGKILLED, _SIGKILLED + _OOM_NOTE)
+    return reply
+
+
+def _collect(spare: _Spare, job: dict[str, Any]) -> dict[str, Any]:
     """Hand ``job`` to the spare's child and collect its events under the job's limits."""
     limits = Limits(**job["limits"])
     started = time.monotonic()
@@ -504,6 +526,7 @@ def main() -> None:
     os.environ.update(child_env(confine.SANDBOX_ROOT))
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
     confinement, hardening, spawn = establish(settings, config["uid"], config["readable"])
+    oom = cgroup.find_oom_counter() if config.get("own_cgroup") else None
     _import_quietly(config.get("preload", []))
     out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
     out.flush()
@@ -536,7 +559,7 @@ def main() -> None:
                 except OSError as exc:  # the fork or the namespace refused (e.g. at the pids limit): not run
                     reply = _not_started(exc)
             if used is not None:
-                reply = _run_on(used, job)
+                reply = _run_on(used, job, oom)
         except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive; a started run ends below
             reply = {"worker_error": f"{type(exc).__name__}: {exc}"}
         out.write((json.dumps(reply) + "\n").encode("utf-8", "surrogatepass"))
