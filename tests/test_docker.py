@@ -330,7 +330,9 @@ def test_containers_of_an_owner_that_died_stop_and_are_removed(docker_client, im
     assert done.returncode == -9 and done.stdout.strip().startswith("ccw-"), done.stderr[-2000:]
     filters = {"label": f"convcodeworld={done.stdout.strip()}"}
     [left] = docker_client.containers.list(all=True, filters=filters)
-    assert left.labels[OWNER_LABEL].split()[1].isdigit()
+    host, boot, namespace, pid, started = left.labels[OWNER_LABEL].split()
+    assert host == socket.gethostname() and pid.isdigit() and started.isdigit()
+    assert (boot, namespace) == (open("/proc/sys/kernel/random/boot_id").read().strip(), os.readlink("/proc/self/ns/pid")[5:-1])
     deadline = time.monotonic() + 40  # its worker read EOF and ended; the keeper, alone 10 s, ends the container
     while left.status != "exited" and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -32,3 +32,18 @@ def test_split_judge_feedback_matches_one_module(task_id, program, humaneval, ex
     sandboxed, local = _feedback(task, program, executor), _feedback(task, program, local_executor)
     assert sandboxed == local
     assert sandboxed[1] == 0.0 and sandboxed[0].strip()
+
+
+def test_tracebacks_keep_their_line_numbers_when_the_program_is_only_its_imports(executor, local_executor):
+    # The judge's module puts the task's imports first; with a program no longer than them (here: only
+    # them, no final newline) the tests must still sit on the lines they have in program + tests.
+    from convcodeworld_gym.tasks import Task
+
+    test = "import unittest\n\nclass TestCases(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(probe(), 1)\n"
+    task = Task(task_id="probe/imports", prompt="p", code_prompt="import os\nimport re\ndef probe():\n",
+                entry_point="probe", canonical_solution="    return 1\n", test=test)
+    program = "import os\nimport re"
+    sandboxed, local = executor.run(task, program), local_executor.run(task, program)
+    assert sandboxed.details["judge"] == "split"
+    assert sandboxed.tests[0].traceback == local.tests[0].traceback
+    assert 'File "__test__.py", line 7' in local.tests[0].traceback and "NameError" in local.tests[0].traceback

@@ -22,7 +22,7 @@ Holds:
     ContainerLauncher     starts each worker in a container of its own
     WORKER_CAPABILITIES   the capabilities the worker keeps, and why
     CONTAINER_FEATURES    what every container adds to ``details["confinement"]["features"]``
-    remove_orphans        remove the containers of executors of this host that died without closing
+    remove_orphans        remove the containers of executors of this machine that died without closing
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ _log = logging.getLogger(__name__)
 
 #: Where the package is bind-mounted (read-only) inside every container; on the worker's ``sys.path``.
 PACKAGE_IN_CONTAINER = "/ccw"
-#: Label of every container: ``"<hostname> <pid> <start time>"`` of the process that owns it (see :func:`remove_orphans`).
+#: Label of every container: ``"<hostname> <boot id> <pid namespace> <pid> <start time>"`` of the process that owns
+#: it (see :func:`remove_orphans`).
 OWNER_LABEL = "convcodeworld.owner"
 #: PID 1 of every container becomes this uid and gid (nobody) first thing; no passwd entry is needed.
 KEEPER_UID = 65534
@@ -215,7 +216,7 @@ class ContainerLauncher(Launcher):
     The worker is exec'd as root with only :data:`WORKER_CAPABILITIES` (so it can drop each run to
     the slot's uid); PID 1 is a keeper that becomes :data:`KEEPER_UID` first thing, and ends the container
     once its worker has ended. Every container carries the label ``convcodeworld=<this launcher's id>``
-    (:meth:`close` removes any left) and :data:`OWNER_LABEL`, by which a later launcher on the same host
+    (:meth:`close` removes any left) and :data:`OWNER_LABEL`, by which a later launcher on the same machine
     removes the containers of an owner that died without closing (:func:`remove_orphans`).
     """
 
@@ -334,7 +335,8 @@ class DockerExecutor(SandboxExecutor):
         volumes: extra read-only bind mounts ``{host_path: container_path}`` (e.g. a Python).
         environment: extra variables for the worker (its library imports). Runs never see them: each
             gets the same scrubbed environment as in the local sandbox.
-        base_url: the engine (default: ``$DOCKER_HOST`` or the local socket).
+        base_url: the engine (default: ``$DOCKER_HOST`` or the local socket). With a remote engine, the
+            package's bind mount and ``volumes`` name paths on the engine's machine.
         sandbox_options: ``settings``, ``require``, ``judge``, ``calibrate``, ``time_policy``, ``profiles``,
             ``cache``, ``preload``: as for :class:`~.pool.SandboxExecutor` (``preload`` defaults to numpy,
             pandas and matplotlib, each skipped by the worker where the image lacks it).
@@ -422,34 +424,43 @@ def _connect(base_url: str | None) -> Any:
 
 
 def _owner(pid: int) -> str:
-    """``"<hostname> <pid> <start time>"`` of a live process of this host: its start time (clock ticks after
-    boot, from ``/proc/PID/stat``) tells it from a later process that reuses the pid. ``""`` if it is gone."""
+    """``"<hostname> <boot id> <pid namespace> <pid> <start time>"`` of a live process, ``""`` if it is gone.
+
+    Boot id and PID namespace say where the pid means something: a process sees the same ones only
+    on the same machine, since its last boot, in the same PID namespace (two containers of one host
+    that share an engine differ here). The start time (clock ticks after boot, ``/proc/PID/stat``)
+    tells the process from a later one that reuses its pid. The hostname is for people reading labels.
+    """
     try:
         with open(f"/proc/{pid}/stat") as fh:
             started = fh.read().rsplit(")", 1)[1].split()[19]
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid").removeprefix("pid:[").rstrip("]")
     except (OSError, IndexError):
         return ""
-    return f"{socket.gethostname()} {pid} {started}"
+    return f"{socket.gethostname()} {boot} {namespace} {pid} {started}"
 
 
 def remove_orphans(client: Any) -> list[str]:
-    """Remove the containers (running or stopped) that an executor of this host left when it died unclosed.
+    """Remove the containers (running or stopped) that a Docker executor left when it died unclosed.
 
-    A container is an orphan when its :data:`OWNER_LABEL` names this host and a process that is no
-    longer alive (or whose pid now belongs to a later process). Containers of other hosts sharing the
-    engine, and of owners still alive, are left alone. Returns the names of the containers removed.
+    A container is an orphan when its :data:`OWNER_LABEL` names a process of this machine's boot and
+    this process's PID namespace that is no longer alive (or whose pid now belongs to a later process).
+    Containers of other machines or PID namespaces sharing the engine, and of owners still alive, are
+    left alone. Returns the names of the containers removed.
     """
+    me = _owner(os.getpid()).split()
     try:
         labelled = client.containers.list(all=True, filters={"label": OWNER_LABEL})
     except Exception:  # noqa: BLE001 - an engine that cannot list has nothing we can remove
         return []
     removed = []
-    host = socket.gethostname()
     for container in labelled:
         owner = container.labels.get(OWNER_LABEL, "").split()
-        if len(owner) != 3 or owner[0] != host or not owner[1].isdigit():
+        if len(owner) != 5 or len(me) != 5 or owner[1:3] != me[1:3] or not owner[3].isdigit():
             continue
-        if _owner(int(owner[1])) != " ".join(owner):
+        if _owner(int(owner[3])).split()[1:] != owner[1:]:
             _remove(container)
             removed.append(container.name)
     if removed:

@@ -373,12 +373,16 @@ def _refuse(result_fd: int, why: str) -> NoReturn:
 def judge_source(program: str, prelude: str, test: str) -> str:
     r"""The judge's module: the task's imports, then the tests at the same line numbers as in ``program + "\n" + test``.
 
+    Only where the imports take more lines than the program do the tests start later (right after them).
+
     >>> judge_source("import os\ndef f():\n    return 1\n", "import os\n", "T").splitlines()
     ['import os', '', '', '', 'T']
+    >>> judge_source("import os\nimport re", "import os\nimport re\n", "T").splitlines()  # T on line 3 in both
+    ['import os', 'import re', 'T']
     """
     prelude = prelude if prelude.endswith("\n") or not prelude else prelude + "\n"
     offset = (program + "\n").count("\n")
-    return prelude + "\n" * max(1, offset - prelude.count("\n")) + test
+    return prelude + "\n" * max(0, offset - prelude.count("\n")) + test
 
 
 def _prepare_workdir(workdir: str, confinement: Confinement) -> None:
