@@ -228,7 +228,7 @@ class ContainerLauncher(Launcher):
                  tmpfs_inodes: int, volumes: Mapping[str, str], environment: Mapping[str, str]) -> None:
         self._client, self.image, self.python = client, image, python
         self.label = f"ccw-{uuid.uuid4().hex[:12]}"
-        self.removed_orphans = remove_orphans(client)
+        remove_orphans(client)  # what executors that died unclosed left here (logged)
         package = str(Path(__file__).resolve().parents[1])
         binds = {package: {"bind": PACKAGE_IN_CONTAINER + "/convcodeworld_gym", "mode": "ro"}}
         binds.update({host: {"bind": inside, "mode": "ro"} for host, inside in volumes.items()})
