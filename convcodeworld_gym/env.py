@@ -13,6 +13,8 @@ Holds:
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from .extract import build_program, extract_code
 from .feedback import PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
+from .sandbox.forgeable import judgeable_split
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DatasetSpec, Task, TaskSet, load_tasks
 
@@ -48,6 +51,17 @@ class Timings:
     execute_s: float = field(default=0.0, compare=False)
     verbal_s: float = field(default=0.0, compare=False)
     step_s: float = field(default=0.0, compare=False)
+
+
+log = logging.getLogger(__name__)
+
+def _forgeable(details: Mapping[str, Any]) -> bool:
+    """Was the result judged where the program could forge it (in-process)?
+
+    >>> _forgeable({"judge": "split"}), _forgeable({"judge": "inprocess"}), _forgeable({})
+    (False, True, False)
+    """
+    return bool(details.get("forgeable", details.get("judge") == "inprocess"))
 
 
 def _confinement_info(reported: dict[str, Any] | None) -> dict[str, Any]:
@@ -79,6 +93,11 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             ``base_url``, ``cache_path``, ``seed``, ...) for the simulator the env builds.
         max_reply_chars: longer replies are a failed turn with an explanation.
         render_mode: ``None`` or ``"ansi"``.
+        allow_forgeable: keep the tasks only an in-process judge can judge (where a program can forge
+            its verdict; see :mod:`~convcodeworld_gym.sandbox.forgeable`), and let the env's own
+            executor judge them in-process. Default: they are left out, with one logged warning.
+            Every step's ``info`` says how it was judged: ``judge`` (``split`` or ``inprocess``) and
+            ``forgeable``.
 
     Observation (a ``Dict`` of text fields and the turn): ``task`` (the instruction),
     ``code`` (the code judged this step), ``compilation_feedback``, ``execution_feedback`` and
@@ -115,6 +134,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         simulator_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
         render_mode: str | None = None,
+        allow_forgeable: bool = False,
     ) -> None:
         self.config = FeedbackConfig.parse(feedback)
         if self.config.verbal == "none" and (verbal_feedback is not None or simulator_kwargs is not None):
@@ -134,6 +154,12 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
 
         self.tasks: TaskSet = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only, limit=limit)
+        self.allow_forgeable = allow_forgeable
+        if not allow_forgeable:
+            kept, note = judgeable_split(self.tasks)
+            if note is not None:
+                log.warning("%s: %s", self.tasks.name, note)
+                self.tasks = TaskSet(tuple(kept), name=self.tasks.name)
         if len(self.tasks) == 0:
             raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit")
         self.max_turns = max_turns
@@ -141,7 +167,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self.render_mode = render_mode
         self._owns_executor = not isinstance(executor, Executor)
         if executor is None:
-            executor = SandboxExecutor
+            executor = functools.partial(SandboxExecutor, allow_forgeable=allow_forgeable)
         self.executor: Executor = executor if isinstance(executor, Executor) else executor()
         if not isinstance(self.executor, Executor):
             raise TypeError(f"executor must be an Executor or a callable returning one, got {type(self.executor).__name__}")
@@ -254,6 +280,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             # Dict entries stay dicts ({} when not applicable): vector envs batch an info key by its type.
             "confinement": _confinement_info(result.details.get("confinement")),  # what the sandbox achieved
             "judge": result.details.get("judge"),  # split or inprocess
+            "forgeable": _forgeable(result.details),  # judged where the program could forge its verdict
             "feedback_shown": {
                 "compilation": True,
                 "execution": self.config.execution if ef is not None else None,

@@ -441,3 +441,43 @@ def test_mocked_tasks_are_judged_split_with_the_judge_owning_the_mocks(sandbox):
 
 def test_square_still_passes(sandbox):
     assert sandbox.run(SQUARE, SQUARE.ground_truth).passed
+
+
+# ----------------------------------------------------------------------------- modes
+
+IN_PLACE = Task("split/in_place", "Sort xs in place.", "def task_func(xs):\n", "task_func", "    xs.sort()\n",
+                "import unittest\nclass TestCases(unittest.TestCase):\n    def test_sort(self):\n"
+                "        xs = [3, 1, 2]\n        task_func(xs)\n        self.assertEqual(xs, [1, 2, 3])\n",
+                source="bigcodebench:test")
+
+
+def test_in_process_judging_happens_only_on_request(sandbox):
+    profile = sandbox.profile(IN_PLACE)  # its canonical solution fails split (the list is copied): stays split
+    assert profile.mode.value == "split" and not profile.canonical_passed, profile
+    result = sandbox.run(IN_PLACE, IN_PLACE.ground_truth)
+    assert not result.passed and result.details["judge"] == "split" and result.details["forgeable"] is False
+    with SandboxExecutor(workers=1, preload=(), settings=SETTINGS, judge="inprocess") as forgeable:
+        result = forgeable.run(IN_PLACE, IN_PLACE.ground_truth)
+        assert result.passed and result.details["judge"] == "inprocess" and result.details["forgeable"] is True
+
+
+def test_env_leaves_out_tasks_only_an_in_process_judge_can_judge(sandbox, monkeypatch, caplog):
+    from convcodeworld_gym import ConvCodeWorldEnv
+    from convcodeworld_gym.sandbox import forgeable
+
+    monkeypatch.setitem(forgeable.SPLIT_UNJUDGEABLE, IN_PLACE.task_id, "mutate their arguments in place")
+    with caplog.at_level("WARNING"):
+        env = ConvCodeWorldEnv("CF-EF_full", dataset=[SQUARE, IN_PLACE], executor=sandbox)
+    assert [t.task_id for t in env.tasks] == [SQUARE.task_id]
+    warnings = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(warnings) == 1 and "left out 1 task(s)" in warnings[0] and "mutate their arguments" in warnings[0]
+    env.reset(options={"task_id": SQUARE.task_id})
+    _, reward, _, _, info = env.step(SQUARE.ground_truth)
+    assert reward == 1.0 and info["judge"] == "split" and info["forgeable"] is False
+    with ConvCodeWorldEnv("CF-EF_full", dataset=[SQUARE, IN_PLACE], allow_forgeable=True,
+                          executor=lambda: SandboxExecutor(workers=1, preload=(), settings=SETTINGS,
+                                                           allow_forgeable=True)) as env:
+        assert len(env.tasks) == 2
+        env.reset(options={"task_id": IN_PLACE.task_id})
+        _, reward, _, _, info = env.step(IN_PLACE.ground_truth)
+        assert reward == 1.0 and info["judge"] == "inprocess" and info["forgeable"] is True

@@ -3,8 +3,8 @@
 A program that runs in the same process as its tests can forge a pass (patch ``unittest``, walk
 frames to the real ``TestCase``, write a fake result to the result pipe and ``os._exit``, return
 an object whose ``__eq__`` is always true). In *split* mode the judge process runs the tests with
-the entry point replaced by a :class:`ProgramProxy`; the program runs in a confined child that
-answers each call over a pipe. Values cross as data only
+the entry point (and the program's other names the tests read) replaced by stand-ins; the program
+runs in a confined child that answers each call over a pipe. Values cross as data only
 (:mod:`.codec`: rebuilt through public constructors, never unpickled), so an always-equal object
 cannot cross; what is not data crosses as a stand-in (:mod:`.standin`), whose calls go back to
 the process that owns the object. The tests' mocks stay in the judge: the program's process gets
