@@ -337,12 +337,17 @@ class TestCases(unittest.TestCase):
         seen = []
         self.assertEqual(apply(lambda v: seen.append(v) or task_size(v), 4), 4)
         self.assertEqual(seen, [4])
-    def test_no_private_names_and_no_setattr(self):
+    def test_the_judge_reads_and_sets_the_programs_objects(self):
         acc = make_counter(1)
-        with self.assertRaises(AttributeError):
-            acc._secret
-        with self.assertRaises(AttributeError):
-            acc.total = 5
+        acc.total = 5
+        self.assertEqual((acc._secret, acc.total), (1, 5))
+    def test_the_program_cannot_change_or_look_into_the_judges_objects(self):
+        class Box:
+            def __init__(self):
+                self.value, self._secret = 3, 'hidden'
+        box = Box()
+        self.assertEqual(probe(box), ['value 3', 'AttributeError', 'AttributeError', 'AttributeError', 'AttributeError'])
+        self.assertEqual((box.value, box._secret), (3, 'hidden'))
 """
 OBJECT_SOLUTION = """    for i in range(n):
         yield i * i
@@ -362,6 +367,16 @@ def task_size(v):
     return v
 def apply(callback, v):
     return callback(v)
+def probe(box):
+    out = [f'value {box.value}']
+    for attack in (lambda: box._secret, lambda: box.__dict__, lambda: setattr(box, 'value', 99),
+                   lambda: box.__globals__):
+        try:
+            attack()
+            out.append('got through')
+        except AttributeError:
+            out.append('AttributeError')
+    return out
 """
 OBJECTS = Task("split/objects", "Objects.", "def task_func(n):\n", "task_func", OBJECT_SOLUTION, OBJECT_TESTS)
 

@@ -91,9 +91,15 @@ class Unsendable:
     __str__ = __repr__
 
 
+# Bound once: a test may patch json.dumps, base64.b64encode, ... in the judge's own modules.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+_b64encode, _b64decode = base64.b64encode, base64.b64decode
+
+
 def dumps(tree: Any, limits: CodecLimits | None = None) -> bytes:
     """An encoded tree as bytes (JSON; nan and inf as JSON's common extensions)."""
-    data = json.dumps(tree, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    data = _ENCODER.encode(tree).encode("utf-8", "surrogatepass")
     cap = (limits or CodecLimits()).max_bytes
     if len(data) > cap:
         raise CodecError(f"the value is {len(data)} bytes encoded, over the limit of {cap} bytes")
@@ -106,7 +112,7 @@ def loads(data: bytes, limits: CodecLimits | None = None) -> Any:
     if len(data) > cap:
         raise CodecError(f"a message of {len(data)} bytes, over the limit of {cap} bytes")
     try:
-        return json.loads(data.decode("utf-8", "surrogatepass"))
+        return _DECODER.decode(data.decode("utf-8", "surrogatepass"))
     except RecursionError:
         raise CodecError("a message nested too deeply to read") from None
     except (ValueError, UnicodeDecodeError) as exc:
@@ -130,14 +136,14 @@ _PLAIN = (bool, int, float, str)
 
 
 def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return _b64encode(data).decode("ascii")
 
 
 def _unb64(text: Any) -> bytes:
     if not isinstance(text, str):
         raise CodecError("malformed bytes")
     try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
+        return _b64decode(text.encode("ascii"), validate=True)
     except (ValueError, UnicodeEncodeError):
         raise CodecError("malformed bytes") from None
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from .codec import CodecError, dumps, loads
 from .local import describe_exit
-from .mocks import PatchApplier, PatchTracker
+from .mocks import PatchApplier, PatchTracker, same_state
 from .standin import Channel, Peer, ProgramGone, RemoteError, _clip, class_policy, exception_policy
 
 __all__ = ["Mode", "static_mode", "suspicious_constructs", "serve_program", "connect_program", "Channel",
@@ -174,19 +174,20 @@ def _exit_text(pid: int | None) -> Callable[[], str]:
             return ""
         for _ in range(200):
             try:
-                done, status = os.waitpid(box[0], os.WNOHANG)
+                done, status = _waitpid(box[0], os.WNOHANG)
             except ChildProcessError:
                 return ""
             if done:
                 box[0] = None
                 return f" (it {describe_exit(os.waitstatus_to_exitcode(status))})"
-            time.sleep(0.01)
+            _sleep(0.01)
         return " (it is still running)"
 
     return text
 
 
 _MAX_NAMES = 10_000
+_waitpid, _sleep = os.waitpid, time.sleep  # bound once: tests patch time.sleep
 
 
 def serve_program(channel: Channel) -> None:
@@ -199,9 +200,9 @@ def serve_program(channel: Channel) -> None:
     import linecache
 
     message = loads(channel.recv())
-    if not (isinstance(message, list) and len(message) == 4 and all(isinstance(p, str) for p in message[1:])):
+    if not (isinstance(message, list) and len(message) == 5 and all(isinstance(p, str) for p in message[1:4])):
         return
-    _, program, module_name, entry_point = message
+    _, program, module_name, entry_point, test_imports = message
     filename = f"{module_name}.py"
     if not program.endswith("\n"):  # as in one module with the tests after it (traceback carets depend on it)
         program += "\n"
@@ -218,6 +219,9 @@ def serve_program(channel: Channel) -> None:
     if entry_point not in module.__dict__:  # the tests then meet a NameError, as in one module
         channel.send(dumps(["missing"]))
         return
+    names = {name: (value.__name__ if isinstance(value, types.ModuleType) else None)
+             for name, value in list(module.__dict__.items())[:_MAX_NAMES] if not name.startswith("__")}
+    _bind_imports(module, test_imports)
     rng, patches = _RngSync(), PatchApplier()
 
     def sync_in(state: Any) -> None:
@@ -229,10 +233,50 @@ def serve_program(channel: Channel) -> None:
     peer = Peer(channel, strict=False, claim=class_policy(False), exceptions=exception_policy(False),
                 sync_out=lambda: {"rng": rng.out()}, sync_in=sync_in)
     peer.export(module)  # handle 1: the judge reads the names its tests use from it
-    names = {name: (value.__name__ if isinstance(value, types.ModuleType) else None)
-             for name, value in list(module.__dict__.items())[:_MAX_NAMES] if not name.startswith("__")}
     channel.send(dumps(["ready", {k: v for k, v in names.items() if v is None or isinstance(v, str)}]))
     peer.serve_forever()
+
+
+def _top_level_imports(source: str) -> list[list]:
+    """The module-level imports of ``source``: ``[bound name, module, attribute or None]`` each."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    out: list[list] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    out.append([alias.asname, alias.name, None])
+                else:
+                    root = alias.name.split(".")[0]
+                    out.append([root, alias.name, ""])  # "": bind the top package after importing the dotted name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.extend([alias.asname or alias.name, node.module, alias.name] for alias in node.names if alias.name != "*")
+    return out
+
+
+def _bind_imports(module: types.ModuleType, imports: Any) -> None:
+    """Bind in the program's module the tests' module-level imports it does not define itself: in one module
+    (the reference's way) the program's functions see them."""
+    if not isinstance(imports, list):
+        return
+    for item in imports:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str)):
+            continue
+        name, target, attr = item
+        if name in module.__dict__:
+            continue
+        try:
+            imported = importlib.import_module(target)
+            if attr == "":
+                imported = sys.modules[target.split(".")[0]]
+            elif isinstance(attr, str):
+                imported = getattr(imported, attr)
+            module.__dict__[name] = imported
+        except Exception:  # noqa: BLE001 - the tests' own import fails there too, or names a submodule
+            continue
 
 
 def _test_names(source: str) -> tuple[set[str], set[str]]:
@@ -261,7 +305,7 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     missing), each a :class:`~.standin.StandIn`, a copy of its data, or the judge's own import of the
     same module. Installs the :class:`~.mocks.PatchTracker` that carries the tests' patches to the program.
     """
-    channel.send(dumps(["init", program, module_name, entry_point]))
+    channel.send(dumps(["init", program, module_name, entry_point, _top_level_imports(judge_module_source)]))
     try:
         first = loads(channel.recv())
     except (ProgramGone, OSError, CodecError) as exc:
@@ -277,13 +321,13 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     tracker = PatchTracker(module_name)
     tracker.install()
     rng = _RngSync()
-    sent_version = [-1]
+    sent: list = [None]
 
     def sync_out() -> dict[str, Any]:
         state: dict[str, Any] = {"rng": rng.out()}
-        if tracker.version != sent_version[0]:
-            sent_version[0] = tracker.version
-            state["patches"] = tracker.state(module_name)
+        patches = tracker.state(module_name)
+        if not same_state(sent[0], patches):
+            sent[0] = state["patches"] = patches
         return state
 
     def sync_in(state: Any) -> None:

@@ -23,7 +23,9 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["PatchTracker", "PatchApplier"]
+__all__ = ["PatchTracker", "PatchApplier", "same_state"]
+
+_import_module = importlib.import_module  # bound once: a test may patch importlib.import_module
 
 _MISSING = object()
 
@@ -102,8 +104,11 @@ class PatchTracker:
 
     def state(self, program_module: str) -> list:
         """The active patches, in the order they began: ``[key, where, attribute, value]`` (``value`` a dict's
-        whole contents for ``patch.dict``). Targets the program's process cannot find are left out."""
-        out = []
+        whole contents for ``patch.dict``). Targets the program's process cannot find are left out. A test
+        that redirected ``sys.stdout`` or ``sys.stderr`` (by hand, ``redirect_stdout``) counts as a patch:
+        what the program prints then reaches the test's stream."""
+        out: list = [[-1 - i, ["mod", "sys"], name, getattr(sys, name)]
+                     for i, name in enumerate(("stdout", "stderr")) if getattr(sys, name) is not getattr(sys, f"__{name}__")]
         with self._lock:
             active = list(self._active)
         for key, target, attribute, kind in active:
@@ -176,13 +181,25 @@ def _resolve(where: Any) -> Any:
         return None
     try:
         if where[0] == "mod" and len(where) in (2, 3):
-            obj = sys.modules.get(where[1]) or importlib.import_module(where[1])
+            obj = sys.modules.get(where[1]) or _import_module(where[1])
             return getattr(obj, where[2]) if len(where) == 3 else obj
         if where[0] == "cls" and len(where) == 3:
-            obj = sys.modules.get(where[1]) or importlib.import_module(where[1])
+            obj = sys.modules.get(where[1]) or _import_module(where[1])
             for part in where[2].split("."):
                 obj = getattr(obj, part)
             return obj
     except Exception:  # noqa: BLE001 - not importable here
         return None
     return None
+
+
+def same_state(a: list | None, b: list) -> bool:
+    """Do two :meth:`PatchTracker.state` lists describe the same patches (the same objects, equal dicts)?"""
+    if a is None or len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x[:3] != y[:3]:
+            return False
+        if x[2] is None and x[3] != y[3] or x[2] is not None and x[3] is not y[3]:
+            return False
+    return True

@@ -84,6 +84,10 @@ class RemoteError(Exception):
     """The other side raised an exception this side cannot rebuild as its own class; the text says what it was."""
 
 
+# Bound once: a test may patch os.read, struct.pack, ... in the judge's own modules.
+_read, _write, _pack, _unpack, _getpid = os.read, os.write, struct.pack, struct.unpack, os.getpid
+
+
 class Channel:
     """Length-prefixed messages over a read fd and a write fd."""
 
@@ -91,14 +95,14 @@ class Channel:
         self.read_fd, self.write_fd, self.max_bytes = read_fd, write_fd, max_bytes
 
     def send(self, payload: bytes) -> None:
-        view = memoryview(struct.pack("<Q", len(payload)) + payload)
+        view = memoryview(_pack("<Q", len(payload)) + payload)
         while view:
-            view = view[os.write(self.write_fd, view):]
+            view = view[_write(self.write_fd, view):]
 
     def _read_exact(self, n: int) -> bytes:
         chunks, left = [], n
         while left:
-            chunk = os.read(self.read_fd, min(left, 1 << 20))
+            chunk = _read(self.read_fd, min(left, 1 << 20))
             if not chunk:
                 raise ProgramGone("the other process closed the channel")
             chunks.append(chunk)
@@ -106,7 +110,7 @@ class Channel:
         return b"".join(chunks)
 
     def recv(self) -> bytes:
-        (size,) = struct.unpack("<Q", self._read_exact(8))
+        (size,) = _unpack("<Q", self._read_exact(8))
         if size > self.max_bytes:
             raise ProgramGone(f"the other process sent a message of {size} bytes, over the limit of {self.max_bytes}")
         return self._read_exact(size)
@@ -137,13 +141,11 @@ class StandIn:
         claimed = object.__getattribute__(self, "_ccw_class")
         return claimed if claimed is not None else StandIn
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") and name not in _READABLE_DUNDERS:
-            raise AttributeError(f"{name!r}: a stand-in for an object of the other process has no private attributes")
+    def __getattr__(self, name: str) -> Any:  # the owner decides what may be read (the judge: no private names)
         return self._ccw_peer.request("getattr", self._ccw_handle, name)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"cannot set {name!r}: the object belongs to the other process")
+    def __setattr__(self, name: str, value: Any) -> None:  # the judge refuses; the program's objects take it
+        self._ccw_peer.request("setattr", self._ccw_handle, [name, value])
 
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"cannot delete {name!r}: the object belongs to the other process")
@@ -244,6 +246,33 @@ _BUILTIN_OPS: dict[str, Callable[..., Any]] = {
     "__str__": str, "__repr__": repr, "__format__": format, "__iter__": iter, "__reversed__": reversed,
     "__next__": next, "__int__": int, "__float__": float, "__complex__": complex, "__fspath__": os.fspath,
 }
+
+
+def _readable_by_program(obj: Any, name: str) -> bool:
+    """May the program read attribute ``name`` of the judge's ``obj``? Public names, but not a mock's own
+    configuration methods; of a mock also what the test set on it (``m.__path__ = [...]``, ``m._name = ...``)
+    and the child mocks of other private names; never a mock's internals (``_mock_*``, ``_spec*``, its class's)."""
+    if not name.startswith("_"):
+        return not (name in _MOCK_MUTATORS and _is_mock(obj))
+    if name in _READABLE_DUNDERS:
+        return True
+    if not _is_mock(obj) or name.startswith(("_mock_", "_spec")):
+        return False
+    if name.startswith("__"):
+        return name in _instance_dict(obj)
+    return name in _instance_dict(obj) or not hasattr(type(obj), name)
+
+
+def _is_mock(obj: Any) -> bool:
+    mock = sys.modules.get("unittest.mock")
+    return mock is not None and isinstance(obj, mock.NonCallableMock)
+
+
+def _instance_dict(obj: Any) -> dict:
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return {}
 
 
 def _typed(value: Any, kind: type | tuple[type, ...], op: str) -> Any:
@@ -355,6 +384,7 @@ class Peer:
         self._standins: dict[int, StandIn] = {}
         self._lock = threading.RLock()
         self._gone: str | None = None
+        self._pid = _getpid()
 
     # ------------------------------------------------------------------ exporting and importing
 
@@ -459,6 +489,9 @@ class Peer:
 
     def request(self, op: str, handle: int, payload: Any) -> Any:
         """Ask the other side to run ``op`` on its object ``handle``; serve its requests meanwhile; the answer."""
+        if _getpid() != self._pid:
+            raise RemoteError("an object of the other process cannot be used from a process this one forked "
+                              "(the judge's mocks and objects answer only the process they were handed to)")
         with self._lock:
             try:
                 body = self.encode(payload)
@@ -516,10 +549,16 @@ class Peer:
         if op == "getattr":
             if type(payload) is not str:
                 raise RemoteError("a malformed attribute name")
-            if self.strict and ((payload.startswith("_") and payload not in _READABLE_DUNDERS)
-                                or payload in _MOCK_MUTATORS):
+            if self.strict and not _readable_by_program(obj, payload):
                 raise AttributeError(f"{payload!r}: the program may not read this attribute of a judge object")
             return getattr(obj, payload)
+        if op == "setattr":
+            if not (isinstance(payload, list) and len(payload) == 2 and type(payload[0]) is str):
+                raise RemoteError("a malformed attribute assignment")
+            if self.strict:
+                raise AttributeError(f"cannot set {payload[0]!r}: the program may not change a judge object")
+            setattr(obj, payload[0], payload[1])
+            return None
         if op == "op":
             if not (isinstance(payload, list) and len(payload) == 2 and payload[0] in _OPS and isinstance(payload[1], list)):
                 raise RemoteError("a malformed operation")
@@ -570,8 +609,12 @@ class Peer:
         if cls is not None:
             try:
                 exc = cls(*args)
-            except Exception:  # noqa: BLE001 - a constructor with other arguments
-                exc = RemoteError(f"{module}.{qualname}: {', '.join(map(repr, args))}")
+            except Exception:  # noqa: BLE001 - a constructor with other arguments (JSONDecodeError): same class, same args
+                try:
+                    exc = cls.__new__(cls, *args)
+                    exc.args = args
+                except Exception:  # noqa: BLE001
+                    exc = RemoteError(f"{module}.{qualname}: {', '.join(map(repr, args))}")
         elif module == "builtins" and qualname in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"):
             exc = RemoteError(f"the program raised {qualname}{args!r}")
         else:
