@@ -333,6 +333,11 @@ class TestCases(unittest.TestCase):
         acc.add(5)
         self.assertEqual(acc.total, 7)
         self.assertEqual(acc.history(), [2, 7])
+    def test_arguments_changed_in_place(self):
+        xs, d = [3, 1, 2], {'a': 1}
+        inner = [xs]
+        self.assertIsNone(sort_and_tag(xs, tags=d))
+        self.assertEqual((xs, d, inner[0] is xs), ([1, 2, 3], {'a': 1, 'sorted': True}, True))
     def test_callback(self):
         seen = []
         self.assertEqual(apply(lambda v: seen.append(v) or task_size(v), 4), 4)
@@ -363,6 +368,9 @@ class Counter:
         return list(self._seen)
 def make_counter(start):
     return Counter(start)
+def sort_and_tag(xs, tags):
+    xs.sort()
+    tags['sorted'] = True
 def task_size(v):
     return v
 def apply(callback, v):
@@ -460,14 +468,15 @@ def test_square_still_passes(sandbox):
 
 # ----------------------------------------------------------------------------- modes
 
-IN_PLACE = Task("split/in_place", "Sort xs in place.", "def task_func(xs):\n", "task_func", "    xs.sort()\n",
-                "import unittest\nclass TestCases(unittest.TestCase):\n    def test_sort(self):\n"
-                "        xs = [3, 1, 2]\n        task_func(xs)\n        self.assertEqual(xs, [1, 2, 3])\n",
+# Its tests read the interpreter state the program changed (sys.path): only one process can judge that.
+IN_PLACE = Task("split/sys_path", "Add a path.", "import sys\ndef task_func(p):\n", "task_func", "    sys.path.append(p)\n",
+                "import sys, unittest\nclass TestCases(unittest.TestCase):\n    def test_path(self):\n"
+                "        task_func('/ccw/x')\n        self.assertIn('/ccw/x', sys.path)\n",
                 source="bigcodebench:test")
 
 
 def test_in_process_judging_happens_only_on_request(sandbox):
-    profile = sandbox.profile(IN_PLACE)  # its canonical solution fails split (the list is copied): stays split
+    profile = sandbox.profile(IN_PLACE)  # its canonical solution fails split (another sys.path): stays split
     assert profile.mode.value == "split" and not profile.canonical_passed, profile
     result = sandbox.run(IN_PLACE, IN_PLACE.ground_truth)
     assert not result.passed and result.details["judge"] == "split" and result.details["forgeable"] is False
@@ -480,12 +489,12 @@ def test_env_leaves_out_tasks_only_an_in_process_judge_can_judge(sandbox, monkey
     from convcodeworld_gym import ConvCodeWorldEnv
     from convcodeworld_gym.sandbox import forgeable
 
-    monkeypatch.setitem(forgeable.SPLIT_UNJUDGEABLE, IN_PLACE.task_id, "mutate their arguments in place")
+    monkeypatch.setitem(forgeable.SPLIT_UNJUDGEABLE, IN_PLACE.task_id, "read interpreter state the program changed")
     with caplog.at_level("WARNING"):
         env = ConvCodeWorldEnv("CF-EF_full", dataset=[SQUARE, IN_PLACE], executor=sandbox)
     assert [t.task_id for t in env.tasks] == [SQUARE.task_id]
     warnings = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
-    assert len(warnings) == 1 and "left out 1 task(s)" in warnings[0] and "mutate their arguments" in warnings[0]
+    assert len(warnings) == 1 and "left out 1 task(s)" in warnings[0] and "interpreter state" in warnings[0]
     env.reset(options={"task_id": SQUARE.task_id})
     _, reward, _, _, info = env.step(SQUARE.ground_truth)
     assert reward == 1.0 and info["judge"] == "split" and info["forgeable"] is False

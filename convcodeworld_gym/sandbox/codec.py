@@ -196,7 +196,10 @@ class Codec:
         if t is int:
             return v if abs(v).bit_length() < _BIG_INT_DIGITS * 3 else ["I", format(v, "x")]
         if t is float:
-            return v if math.isfinite(v) else ["F", repr(v)]
+            if math.isfinite(v):
+                return v
+            np = sys.modules.get("numpy")  # the well-known nan objects keep their identity ([np.nan] == [np.nan])
+            return ["F", "np.nan" if np is not None and v is np.nan else "math.nan" if v is math.nan else repr(v)]
         if t is list:
             return ["l", self._seq(v, depth)]
         if t is tuple:
@@ -216,8 +219,11 @@ class Codec:
         tree = self._enc_library(v, t, depth)
         if tree is not None:
             return tree
-        # Subclasses of plain types travel as the plain type: never the sender's behaviour.
-        # (by the real type: a program's object may claim any __class__)
+        # Subclasses of plain types travel as the plain type: never the sender's behaviour (by the real
+        # type: a program's object may claim any __class__). A third-party library's container subclass
+        # (matplotlib's BarContainer, a tuple) crosses as a stand-in, so isinstance() sees its class.
+        if issubclass(t, (list, tuple, dict, set, frozenset)) and _third_party(t):
+            return self._export(v)
         if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
             return ["nt", str(t.__name__), [str(f) for f in t._fields], self._seq(tuple.__iter__(v), depth)]
         for base in (int, float, str, bytes, complex):
@@ -435,7 +441,12 @@ class Codec:
         if tag == "I":
             return int(_str(args[0]), 16)
         if tag == "F":
-            return float(_choice(args[0], ("nan", "inf", "-inf")))
+            text = _choice(args[0], ("nan", "inf", "-inf", "np.nan", "math.nan"))
+            if text == "math.nan":
+                return math.nan
+            if text == "np.nan":
+                return sys.modules["numpy"].nan if "numpy" in sys.modules else math.nan
+            return float(text)
         if tag in ("b", "ba"):
             return (bytes if tag == "b" else bytearray)(_unb64(args[0]))
         if tag == "c":
@@ -665,6 +676,13 @@ def _namedtuple(name: str, fields: tuple[str, ...]) -> type:
             raise CodecError("too many namedtuple types")
         _namedtuples[key] = collections.namedtuple(name, fields, rename=True)  # type: ignore[misc]
     return _namedtuples[key]
+
+
+def _third_party(cls: type) -> bool:
+    """Is ``cls`` defined by an installed library (not the standard library, not the program)?"""
+    module = sys.modules.get(getattr(cls, "__module__", "") or "")
+    path = getattr(module, "__file__", None) or ""
+    return isinstance(path, str) and ("site-packages" in path or "dist-packages" in path)
 
 
 def _values(obj: Any) -> Any:

@@ -258,16 +258,15 @@ def _top_level_imports(source: str) -> list[list]:
 
 
 def _bind_imports(module: types.ModuleType, imports: Any) -> None:
-    """Bind in the program's module the tests' module-level imports it does not define itself: in one module
-    (the reference's way) the program's functions see them."""
+    """Bind in the program's module the tests' module-level imports: in one module (the reference's way) the
+    program's functions see them, over its own names (a test's ``from datetime import datetime`` replaces
+    the program's ``import datetime``)."""
     if not isinstance(imports, list):
         return
     for item in imports:
         if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str)):
             continue
         name, target, attr = item
-        if name in module.__dict__:
-            continue
         try:
             imported = importlib.import_module(target)
             if attr == "":

@@ -46,7 +46,7 @@ from typing import Any
 
 from .codec import DATA_ROOTS, Codec, CodecError, CodecLimits, Unsendable, dumps, loads
 
-__all__ = ["Peer", "StandIn", "RemoteError", "ProgramGone", "Channel", "MAX_ERROR_CHARS"]
+__all__ = ["Peer", "StandIn", "standin_class", "capabilities", "RemoteError", "ProgramGone", "Channel", "MAX_ERROR_CHARS"]
 
 #: Longest exception argument or traceback text sent for one failure.
 MAX_ERROR_CHARS = 10_000
@@ -58,7 +58,7 @@ _READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module_
 _OPS = frozenset({"__len__", "__iter__", "__next__", "__getitem__", "__setitem__", "__delitem__", "__bool__",
                   "__int__", "__float__", "__index__", "__complex__", "__str__", "__repr__", "__format__",
                   "__enter__", "__exit__", "__aenter__", "__aexit__", "__await__", "__aiter__", "__anext__",
-                  "__reversed__", "__fspath__", "__instancecheck__"})
+                  "__reversed__", "__instancecheck__"})
 #: Operations the judge refuses on its objects (the program may not change them).
 _STRICT_REFUSED_OPS = frozenset({"__setitem__", "__delitem__"})
 #: A mock's own configuration and bookkeeping: the program may not reset or reconfigure the judge's mocks.
@@ -124,7 +124,12 @@ class Channel:
 
 
 class StandIn:
-    """An object the other process owns. Every use but identity is a request to that process."""
+    """An object the other process owns. Every use but identity is a request to that process.
+
+    A stand-in has the protocol methods (call, ``len``, iteration, ``with`` ...) of the object it stands
+    for, no others (:func:`standin_class`), so ``callable()`` and the ``collections.abc`` checks tell the
+    truth; its type carries the name of the claimed class, so ``str(type(ax))`` reads as in one process.
+    """
 
     __slots__ = ("_ccw_peer", "_ccw_handle", "_ccw_class", "__weakref__")
 
@@ -139,7 +144,7 @@ class StandIn:
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance() of a claimed library class (see class_policy)
         claimed = object.__getattribute__(self, "_ccw_class")
-        return claimed if claimed is not None else StandIn
+        return claimed if claimed is not None else type(self)
 
     def __getattr__(self, name: str) -> Any:  # the owner decides what may be read (the judge: no private names)
         return self._ccw_peer.request("getattr", self._ccw_handle, name)
@@ -150,9 +155,6 @@ class StandIn:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"cannot delete {name!r}: the object belongs to the other process")
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._ccw_peer.request("call", self._ccw_handle, [list(args), kwargs])
-
     def __eq__(self, other: object) -> bool:
         return self is other
 
@@ -160,42 +162,6 @@ class StandIn:
         return self is not other
 
     __hash__ = object.__hash__
-
-    def __len__(self) -> int:
-        return _typed(self._ccw_op("__len__"), int, "__len__")
-
-    def __iter__(self) -> Any:
-        return self._ccw_op("__iter__")
-
-    def __next__(self) -> Any:
-        return self._ccw_op("__next__")
-
-    def __reversed__(self) -> Any:
-        return self._ccw_op("__reversed__")
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._ccw_op("__getitem__", key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._ccw_op("__setitem__", key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self._ccw_op("__delitem__", key)
-
-    def __bool__(self) -> bool:
-        return bool(_typed(self._ccw_op("__bool__"), (bool, int), "__bool__"))
-
-    def __int__(self) -> int:
-        return _typed(self._ccw_op("__int__"), int, "__int__")
-
-    def __index__(self) -> int:
-        return _typed(self._ccw_op("__index__"), int, "__index__")
-
-    def __float__(self) -> float:
-        return float(_typed(self._ccw_op("__float__"), (float, int), "__float__"))
-
-    def __complex__(self) -> complex:
-        return complex(_typed(self._ccw_op("__complex__"), (complex, float, int), "__complex__"))
 
     def __str__(self) -> str:
         return _typed(self._ccw_op("__str__"), str, "__str__")
@@ -209,43 +175,113 @@ class StandIn:
     def __format__(self, spec: str) -> str:
         return _typed(self._ccw_op("__format__", spec), str, "__format__")
 
-    def __fspath__(self) -> Any:
-        return self._ccw_op("__fspath__")
-
-    def __enter__(self) -> Any:
-        return self._ccw_op("__enter__")
-
-    def __exit__(self, *exc: Any) -> bool:
-        self._ccw_op("__exit__")  # the owner's exit runs; whether an exception is swallowed is never its say
-        return False
-
-    async def __aenter__(self) -> Any:
-        return await self._ccw_op("__aenter__")
-
-    async def __aexit__(self, *exc: Any) -> bool:
-        await self._ccw_op("__aexit__")
-        return False
-
-    def __await__(self) -> Any:
-        return self._ccw_op("__await__")
-
-    def __aiter__(self) -> Any:
-        return self._ccw_op("__aiter__")
-
-    def __anext__(self) -> Any:
-        return self._ccw_op("__anext__")
-
-    def __instancecheck__(self, obj: Any) -> bool:  # isinstance(x, <stand-in for a class>)
-        return bool(self._ccw_op("__instancecheck__", obj) is True)
-
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("a stand-in for an object of the other process cannot be pickled or copied")
 
 
+def _call(self: StandIn, *args: Any, **kwargs: Any) -> Any:
+    return self._ccw_peer.request("call", self._ccw_handle, [list(args), kwargs])
+
+
+def _exit(self: StandIn, *exc: Any) -> bool:
+    self._ccw_op("__exit__")  # the owner's exit runs; whether an exception is swallowed is never its say
+    return False
+
+
+async def _aenter(self: StandIn) -> Any:
+    return await self._ccw_op("__aenter__")
+
+
+async def _aexit(self: StandIn, *exc: Any) -> bool:
+    await self._ccw_op("__aexit__")
+    return False
+
+
+def _forward(op: str, kind: type | tuple[type, ...] | None = None, cast: Callable[[Any], Any] | None = None) -> Callable:
+    def method(self: StandIn, *args: Any) -> Any:
+        value = self._ccw_op(op, *args)
+        if kind is not None:
+            value = _typed(value, kind, op)
+        return cast(value) if cast is not None else value
+
+    method.__name__ = op
+    return method
+
+
+#: The protocol methods a stand-in may have, each only when the real object's type has it.
+_PROTOCOL: dict[str, Callable] = {
+    "__call__": _call, "__len__": _forward("__len__", int), "__iter__": _forward("__iter__"),
+    "__next__": _forward("__next__"), "__reversed__": _forward("__reversed__"),
+    "__getitem__": _forward("__getitem__"), "__setitem__": _forward("__setitem__"),
+    "__delitem__": _forward("__delitem__"), "__bool__": _forward("__bool__", (bool, int), bool),
+    "__int__": _forward("__int__", int), "__index__": _forward("__index__", int),
+    "__float__": _forward("__float__", (float, int), float), "__complex__": _forward("__complex__", (complex, float, int), complex),
+    "__enter__": _forward("__enter__"), "__exit__": _exit, "__aenter__": _aenter, "__aexit__": _aexit,
+    "__await__": _forward("__await__"), "__aiter__": _forward("__aiter__"), "__anext__": _forward("__anext__"),
+    "__instancecheck__": lambda self, obj: self._ccw_op("__instancecheck__", obj) is True,
+}
+
+
+def capabilities(obj: Any) -> list[str]:
+    """The protocol methods ``obj``'s type has (what its stand-in will have)."""
+    cls = type(obj)
+    caps = [name for name in _PROTOCOL if name != "__instancecheck__" and getattr(cls, name, None) is not None]
+    if isinstance(obj, type):
+        caps.append("__instancecheck__")
+    return caps
+
+
+_classes: dict[tuple, type] = {}
+
+
+def standin_class(claimed: type | None, caps: Any) -> type:
+    """The StandIn subclass with the protocol methods ``caps`` (others ignored), named after ``claimed``."""
+    wanted = tuple(sorted(c for c in caps if c in _PROTOCOL)) if isinstance(caps, list) else ()
+    name = (claimed.__module__, claimed.__qualname__) if claimed is not None else ("", "StandIn")
+    key = (name, wanted)
+    cls = _classes.get(key)
+    if cls is None:
+        if len(_classes) > 10_000:
+            raise CodecError("too many kinds of stand-ins")
+        namespace: dict[str, Any] = {name: _PROTOCOL[name] for name in wanted}
+        namespace.update(__slots__=(), __module__=key[0][0] or __name__, __qualname__=key[0][1])
+        cls = _classes[key] = type(key[0][1].rpartition(".")[2], (StandIn,), namespace)
+    return cls
+
+
 _BUILTIN_OPS: dict[str, Callable[..., Any]] = {
     "__str__": str, "__repr__": repr, "__format__": format, "__iter__": iter, "__reversed__": reversed,
-    "__next__": next, "__int__": int, "__float__": float, "__complex__": complex, "__fspath__": os.fspath,
+    "__next__": next, "__int__": int, "__float__": float, "__complex__": complex,
 }
+
+
+def _mutable(value: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return type(value) in (list, dict, set, bytearray) or (np is not None and type(value) is np.ndarray)
+
+
+def _write_back(payload: Any, changed: list) -> None:
+    """Make this side's arguments of a call hold what the call left in the other side's copies (in place)."""
+    args, kwargs = payload
+    for item in changed:
+        if not (isinstance(item, list) and len(item) == 2):
+            continue
+        key, new = item
+        if type(key) is int and 0 <= key < len(args):
+            orig = args[key]
+        elif type(key) is str and key in kwargs:
+            orig = kwargs[key]
+        else:
+            continue
+        if type(orig) is not type(new) or not _mutable(orig):
+            continue
+        if type(orig) in (list, bytearray):
+            orig[:] = new
+        elif type(orig) in (dict, set):
+            orig.clear()
+            orig.update(new)
+        elif orig.shape == new.shape and orig.dtype == new.dtype and orig.flags.writeable:
+            orig[...] = new
 
 
 def _readable_by_program(obj: Any, name: str) -> bool:
@@ -409,7 +445,7 @@ class Peer:
             return ["x", f"the judge does not hand its {type(obj).__name__} objects to the program"]
         cls = type(obj)
         claim = [getattr(cls, "__module__", "") or "", getattr(cls, "__qualname__", "") or ""]
-        return ["r", "mine", self.export(obj), claim]
+        return ["r", "mine", self.export(obj), claim, capabilities(obj)]
 
     @staticmethod
     def _refused_export(obj: Any) -> bool:
@@ -428,7 +464,8 @@ class Peer:
         if found is None:
             if len(self._standins) >= MAX_EXPORTS:
                 raise CodecError(f"more than {MAX_EXPORTS} objects crossed from the other process")
-            found = StandIn(self, handle, self._claim(args[2] if len(args) > 2 else None))
+            claimed = self._claim(args[2] if len(args) > 2 else None)
+            found = standin_class(claimed, args[3] if len(args) > 3 else [])(self, handle, claimed)
             self._standins[handle] = found
         return found
 
@@ -509,9 +546,15 @@ class Peer:
                 self._incoming_sync(sync)
                 if kind == "ok":
                     try:
-                        return self.decode(body)
+                        answer = self.decode(body)
                     except CodecError as exc:
                         raise RemoteError(f"the answer of the other process cannot be read: {exc}") from None
+                    if op != "call":
+                        return answer
+                    if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], list)):
+                        raise RemoteError("the other process sent a malformed answer to a call")
+                    _write_back(payload, answer[1])
+                    return answer[0]
                 raise self._rebuild(body)
 
     def serve_forever(self) -> None:
@@ -532,13 +575,32 @@ class Peer:
             self._incoming_sync(sync)
             if handle not in self._exports:
                 raise RemoteError(f"no object {handle} here")
-            result = self._dispatch(op, self._exports[handle], self.decode(body))
+            payload = self.decode(body)
+            result = self._dispatch(op, self._exports[handle], payload)
+            if op == "call":  # with the arguments the call changed in place (a list the program sorted)
+                result = (result, self._changed_arguments(payload, body))
             reply = ["a", "ok", self.encode(result)]
         except CodecError as exc:
             reply = ["a", "exc", self._exception_tree(RemoteError(f"the value cannot cross between the processes: {exc}"))]
         except BaseException as exc:  # noqa: BLE001 - the other side's failure, SystemExit included
             reply = ["a", "exc", self._exception_tree(exc)]
         self._send([*reply, self._outgoing_sync()])
+
+    def _changed_arguments(self, payload: list, body: Any) -> list:
+        """``[[position or keyword, new value]]`` for the mutable arguments of a call that it changed."""
+        changed: list = []
+        try:
+            args, kwargs = body[1][0][1], body[1][1][1]  # the trees the arguments came as: ["l", [...]], ["d", [...]]
+            before = {**dict(enumerate(args)), **{kwargs[i]: kwargs[i + 1] for i in range(0, len(kwargs), 2)}}
+        except (TypeError, IndexError, KeyError):
+            return changed
+        now = {**dict(enumerate(payload[0])), **payload[1]}
+        for key, value in now.items():
+            if _mutable(value):
+                tree = self.encode(value)
+                if tree != before.get(key):
+                    changed.append([key, value])
+        return changed
 
     def _dispatch(self, op: str, obj: Any, payload: Any) -> Any:
         if op == "call":
