@@ -505,3 +505,50 @@ def test_env_leaves_out_tasks_only_an_in_process_judge_can_judge(sandbox, monkey
         env.reset(options={"task_id": IN_PLACE.task_id})
         _, reward, _, _, info = env.step(IN_PLACE.ground_truth)
         assert reward == 1.0 and info["judge"] == "inprocess" and info["forgeable"] is True
+
+
+PYPLOT_TESTS = """import unittest
+import matplotlib.pyplot as plt
+class TestCases(unittest.TestCase):
+    def tearDown(self):
+        plt.close('all')
+    def test_current_axes(self):
+        task_func([1, 2, 3])
+        self.assertEqual(plt.gca().get_title(), 'Line')
+        self.assertEqual(len(plt.gcf().axes), 1)
+        self.assertEqual(len(plt.gca().get_lines()), 1)
+    def test_figures_closed_between_tests(self):
+        task_func([4, 5])
+        self.assertEqual(plt.get_fignums(), [1])
+        self.assertEqual(len(plt.gca().get_lines()), 1)
+"""
+PYPLOT = Task("split/pyplot", "Plot.", "import matplotlib.pyplot as plt\ndef task_func(ys):\n", "task_func",
+              "    plt.plot(ys)\n    plt.title('Line')\n", PYPLOT_TESTS)
+
+
+def test_tests_see_the_programs_pyplot_state(sandbox):
+    result = sandbox.run(PYPLOT, PYPLOT.ground_truth)
+    assert result.passed and result.details["judge"] == "split", texts(result)
+
+
+WARN_TESTS = """import unittest, warnings
+class TestCases(unittest.TestCase):
+    def test_recorded(self):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter('always')
+            self.assertEqual(task_func(2), 4)
+            self.assertEqual(task_func(3), 9)
+        self.assertEqual([str(x.message) for x in w], ['big', 'big'])
+        self.assertTrue(all(issubclass(x.category, RuntimeWarning) for x in w))
+    def test_assert_warns(self):
+        with self.assertWarns(RuntimeWarning):
+            task_func(5)
+"""
+WARN = Task("split/warnings", "Warn.", "import warnings\ndef task_func(x):\n", "task_func",
+            "    warnings.warn('big', RuntimeWarning)\n    return x * x\n", WARN_TESTS)
+
+
+def test_tests_record_the_programs_warnings(sandbox):
+    result = sandbox.run(WARN, WARN.ground_truth)
+    assert result.passed, texts(result)
+    assert_rejected(sandbox, "def task_func(x):\n    return x * x\n", "AssertionError", task=WARN)

@@ -40,7 +40,7 @@ from typing import Any
 from .codec import CodecError, dumps, loads
 from .local import describe_exit
 from .mocks import PatchApplier, PatchTracker, same_state
-from .standin import Channel, Peer, ProgramGone, RemoteError, _clip, class_policy, exception_policy
+from .standin import Channel, Peer, ProgramGone, RemoteError, StandIn, _clip, class_policy, exception_policy
 
 __all__ = ["Mode", "static_mode", "suspicious_constructs", "serve_program", "connect_program", "Channel",
            "ProgramGone", "RemoteError"]
@@ -233,6 +233,7 @@ def serve_program(channel: Channel) -> None:
     peer = Peer(channel, strict=False, claim=class_policy(False), exceptions=exception_policy(False),
                 sync_out=lambda: {"rng": rng.out()}, sync_in=sync_in)
     peer.export(module)  # handle 1: the judge reads the names its tests use from it
+    peer.export(_loaded_module)  # handle 2: the judge's pyplot asks for the program's (see _share_pyplot)
     channel.send(dumps(["ready", {k: v for k, v in names.items() if v is None or isinstance(v, str)}]))
     peer.serve_forever()
 
@@ -278,6 +279,78 @@ def _bind_imports(module: types.ModuleType, imports: Any) -> None:
             continue
 
 
+def _warning_recorder(exceptions: Callable[[str, str], type | None]) -> Callable[..., None]:
+    """The judge's end of the program's warnings while a test records them: rebuilt as the nearest
+    warning class the judge may rebuild (else ``UserWarning``) and handed to the test's recorder."""
+    import warnings
+
+    def record(text: Any, chain: Any, filename: Any, lineno: Any) -> None:
+        category: type = UserWarning
+        for item in chain if isinstance(chain, list) else ():
+            found = exceptions(*item) if isinstance(item, list) and len(item) == 2 and all(
+                isinstance(p, str) for p in item) else None
+            if found is not None and issubclass(found, Warning):
+                category = found
+                break
+        message = warnings.WarningMessage(category(str(text)), category, str(filename), lineno if type(lineno) is int else 0)
+        warnings._showwarnmsg_impl(message)  # noqa: SLF001 - the test's catch_warnings(record=True) put its recorder there
+
+    return record
+
+
+def _loaded_module(name: str) -> types.ModuleType | None:
+    """Program side (handle 2): a module the program's process has loaded, or None."""
+    return sys.modules.get(name) if isinstance(name, str) else None
+
+
+#: pyplot's global state (current figure and axes, open figures) lives where the program plots.
+_PYPLOT_STATE = ("gca", "gcf", "gci", "sca", "figure", "subplots", "subplot", "clf", "cla", "get_fignums",
+                 "get_figlabels", "fignum_exists", "savefig", "show", "draw")
+
+
+def _share_pyplot(peer: Peer) -> None:
+    """Make the judge's ``matplotlib.pyplot`` state functions act on the program's pyplot (where it has one):
+    a test's ``plt.gca()``, ``plt.gcf().axes`` or ``plt.close()`` sees the figures the program drew, as in
+    one process. ``close`` closes the judge's own figures too."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    box: list = []
+
+    def program_pyplot() -> Any:
+        if not box:
+            try:
+                box.append(peer.request("call", 2, [["matplotlib.pyplot"], {}]))
+            except Exception:  # noqa: BLE001 - the program process is gone: the judge's own pyplot answers
+                return None
+        return box[0]
+
+    def forwarding(name: str, original: Callable) -> Callable:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            remote = program_pyplot()
+            return original(*args, **kwargs) if remote is None else getattr(remote, name)(*args, **kwargs)
+
+        forward.__name__ = forward.__qualname__ = name
+        forward.__doc__ = original.__doc__
+        return forward
+
+    for name in _PYPLOT_STATE:
+        original = getattr(plt, name, None)
+        if callable(original):
+            setattr(plt, name, forwarding(name, original))
+    judge_close = plt.close
+
+    def close(fig: Any = None) -> None:
+        remote = program_pyplot()
+        if remote is not None and (fig is None or isinstance(fig, (str, int)) or isinstance(fig, StandIn)):
+            remote.close(fig)
+        if not isinstance(fig, StandIn):
+            judge_close(fig)
+
+    close.__doc__ = judge_close.__doc__
+    plt.close = close
+
+
 def _test_names(source: str) -> tuple[set[str], set[str]]:
     """The names ``source`` reads, and the top-level modules it imports."""
     try:
@@ -317,7 +390,8 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
         return None, {}
     names = first[1] if len(first) > 1 and isinstance(first[1], dict) else {}
     read, roots = _test_names(judge_module_source)
-    tracker = PatchTracker(module_name)
+    exceptions = exception_policy(True, roots | {"builtins"})
+    tracker = PatchTracker(module_name, _warning_recorder(exceptions))
     tracker.install()
     rng = _RngSync()
     sent: list = [None]
@@ -334,8 +408,14 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
             rng.apply(state.get("rng"))
 
     peer = Peer(channel, strict=True, claim=class_policy(True, module_name),
-                exceptions=exception_policy(True, roots | {"builtins"}), sync_out=sync_out, sync_in=sync_in,
+                exceptions=exceptions, sync_out=sync_out, sync_in=sync_in,
                 on_gone=_exit_text(pid))
+    if "matplotlib" in roots:  # the tests import it anyway: now, so that its state can be shared first
+        try:
+            importlib.import_module("matplotlib.pyplot")
+        except Exception:  # noqa: BLE001 - the tests meet the same failure themselves
+            pass
+    _share_pyplot(peer)
     provided: dict[str, Any] = {}
     for name in sorted((read | {entry_point}) & set(names)):
         if name in dir(builtins) and name != entry_point:

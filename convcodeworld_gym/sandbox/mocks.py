@@ -49,15 +49,19 @@ def _describe_target(target: Any, judge_module: str) -> list | None:
 class PatchTracker:
     """The judge's active patches. ``install()`` instruments ``unittest.mock`` in this process (once)."""
 
-    def __init__(self, judge_module: str) -> None:
+    def __init__(self, judge_module: str, warning_recorder: Any = None) -> None:
         self.judge_module = judge_module
+        self.warning_recorder = warning_recorder
+        self._show_warning = None
         self.version = 0
         self._active: list[tuple[int, Any, Any, str | None]] = []  # (key, target, attribute or None, kind)
         self._lock = threading.Lock()
 
     def install(self) -> None:
+        import warnings
         from unittest import mock
 
+        self._show_warning = warnings._showwarnmsg_impl  # noqa: SLF001 - catch_warnings(record=True) replaces it
         tracker = self
         enter, exit_ = mock._patch.__enter__, mock._patch.__exit__  # noqa: SLF001 - the judge instruments its own mock
         patch_dict, unpatch_dict = mock._patch_dict._patch_dict, mock._patch_dict._unpatch_dict  # noqa: SLF001
@@ -109,6 +113,10 @@ class PatchTracker:
         what the program prints then reaches the test's stream."""
         out: list = [[-1 - i, ["mod", "sys"], name, getattr(sys, name)]
                      for i, name in enumerate(("stdout", "stderr")) if getattr(sys, name) is not getattr(sys, f"__{name}__")]
+        warnings = sys.modules.get("warnings")
+        if (self.warning_recorder is not None and warnings is not None and self._show_warning is not None
+                and warnings._showwarnmsg_impl is not self._show_warning):  # noqa: SLF001 - a test records warnings
+            out.append([-3, ["warnings"], "record", self.warning_recorder])
         with self._lock:
             active = list(self._active)
         for key, target, attribute, kind in active:
@@ -144,6 +152,9 @@ class PatchApplier:
             if not (isinstance(entry, list) and len(entry) == 4):
                 continue
             _, where, attribute, value = entry
+            if where == ["warnings"] and attribute == "record":
+                self._record_warnings(value)
+                continue
             target = _resolve(where)
             if target is None:
                 continue
@@ -160,6 +171,22 @@ class PatchApplier:
             except Exception:  # noqa: BLE001 - a target that refuses: the program sees the original
                 continue
 
+    def _record_warnings(self, recorder: Any) -> None:
+        """Send this process's warnings to the judge's recorder (the test's ``catch_warnings(record=True)``),
+        as data: text, the category's class chain, file and line; every warning is shown meanwhile."""
+        import warnings
+
+        def send(msg: Any) -> None:
+            chain = [[c.__module__, c.__qualname__] for c in type(msg.message).__mro__[:8]] if isinstance(
+                msg.message, Warning) else [[msg.category.__module__, msg.category.__qualname__]]
+            recorder(str(msg.message), chain, str(msg.filename), int(msg.lineno or 0))
+
+        self._applied.append((warnings, "_showwarnmsg_impl", warnings._showwarnmsg_impl))  # noqa: SLF001
+        self._applied.append((warnings, "filters", warnings.filters))
+        warnings._showwarnmsg_impl = send  # noqa: SLF001
+        warnings.filters = list(warnings.filters)
+        warnings.simplefilter("always")
+
     def _undo(self) -> None:
         while self._applied:
             target, attribute, original = self._applied.pop()
@@ -171,6 +198,8 @@ class PatchApplier:
                     delattr(target, attribute)
                 else:
                     setattr(target, attribute, original)
+                    if attribute == "filters" and target is sys.modules.get("warnings"):
+                        target._filters_mutated()  # noqa: SLF001
             except Exception:  # noqa: BLE001
                 pass
 

@@ -54,11 +54,14 @@ MAX_ERROR_CHARS = 10_000
 MAX_EXPORTS = 200_000
 
 _READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})
+_ARITHMETIC = tuple(f"__{p}{name}__" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
+                                                   "and", "or", "xor", "lshift", "rshift") for p in ("", "r")) + (
+    "__neg__", "__pos__", "__abs__", "__invert__", "__round__", "__trunc__", "__floor__", "__ceil__")
 #: Protocol operations a stand-in forwards (the owner runs ``getattr(type(obj), op)(obj, *args)``).
 _OPS = frozenset({"__len__", "__iter__", "__next__", "__getitem__", "__setitem__", "__delitem__", "__bool__",
                   "__int__", "__float__", "__index__", "__complex__", "__str__", "__repr__", "__format__",
                   "__enter__", "__exit__", "__aenter__", "__aexit__", "__await__", "__aiter__", "__anext__",
-                  "__reversed__", "__instancecheck__"})
+                  "__reversed__", "__instancecheck__"}) | frozenset(_ARITHMETIC)
 #: Operations the judge refuses on its objects (the program may not change them).
 _STRICT_REFUSED_OPS = frozenset({"__setitem__", "__delitem__"})
 #: A mock's own configuration and bookkeeping: the program may not reset or reconfigure the judge's mocks.
@@ -219,6 +222,8 @@ _PROTOCOL: dict[str, Callable] = {
     "__enter__": _forward("__enter__"), "__exit__": _exit, "__aenter__": _aenter, "__aexit__": _aexit,
     "__await__": _forward("__await__"), "__aiter__": _forward("__aiter__"), "__anext__": _forward("__anext__"),
     "__instancecheck__": lambda self, obj: self._ccw_op("__instancecheck__", obj) is True,
+    # Arithmetic answers with a value (data or a stand-in); comparisons are never forwarded (identity only).
+    **{op: _forward(op) for op in _ARITHMETIC},
 }
 
 
@@ -343,9 +348,8 @@ def class_policy(strict: bool, judge_module: str | None = None) -> Callable[[Any
             obj = getattr(obj, part, None)
         if not isinstance(obj, type):
             return None
-        if strict and (issubclass(obj, (BaseException, int, float, str, bytes, list, tuple, dict, set, frozenset))
-                       or _is_data_class(obj)):
-            return None
+        if strict and (issubclass(obj, (BaseException, int, float, complex, str, bytes)) or _is_data_class(obj)):
+            return None  # (a library's container subclass, matplotlib's BarContainer, may be claimed)
         return obj
 
     return resolve
@@ -640,7 +644,10 @@ class Peer:
             method = getattr(type(obj), name, None)
             if method is None:
                 raise TypeError(f"{type(obj).__name__!r} object does not support {name}")
-            return method(obj, *args)
+            result = method(obj, *args)
+            if result is NotImplemented:
+                raise TypeError(f"unsupported operand for {name}: {type(obj).__name__!r}")
+            return result
         raise RemoteError(f"unknown operation {op[:40]!r}")
 
     # ------------------------------------------------------------------ exceptions
@@ -655,18 +662,26 @@ class Peer:
         except Exception:  # noqa: BLE001
             args = ["t", []]
         cls = type(exc)
-        return [str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")), args, text]
+        bases = [[str(getattr(c, "__module__", "")), str(getattr(c, "__qualname__", ""))] for c in cls.__mro__[1:8]
+                 if c not in (object, BaseException, Exception)]
+        return [str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")), args, text, bases]
 
     def _rebuild(self, body: Any) -> BaseException:
-        if not (isinstance(body, list) and len(body) == 4 and all(type(p) is str for p in (body[0], body[1], body[3]))):
+        if not (isinstance(body, list) and len(body) == 5 and all(type(p) is str for p in (body[0], body[1], body[3]))):
             return RemoteError("the other process failed, and sent a malformed description")
-        module, qualname, args_tree, text = body
+        module, qualname, args_tree, text, bases = body
         try:
             args = self.decode(args_tree)
         except CodecError:
             args = ()
         args = args if isinstance(args, tuple) else ()
+        # Its own class if this side may rebuild it, else its nearest base that it may (binascii.Error: ValueError).
         cls = self._exceptions(module, qualname)
+        for base in bases if cls is None and isinstance(bases, list) else ():
+            if isinstance(base, list) and len(base) == 2 and all(type(p) is str for p in base):
+                cls = self._exceptions(*base)
+                if cls is not None:
+                    break
         exc: BaseException
         if cls is not None:
             try:
