@@ -14,7 +14,6 @@ Holds:
 from __future__ import annotations
 
 import functools
-import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from .extract import build_program, extract_code
 from .feedback import PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
-from .sandbox.forgeable import judgeable_split
+from .sandbox.forgeable import default_task_set
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DatasetSpec, Task, TaskSet, load_tasks
 
@@ -52,8 +51,6 @@ class Timings:
     verbal_s: float = field(default=0.0, compare=False)
     step_s: float = field(default=0.0, compare=False)
 
-
-log = logging.getLogger(__name__)
 
 def _forgeable(details: Mapping[str, Any]) -> bool:
     """Was the result judged where the program could forge it (in-process)?
@@ -155,11 +152,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
         self.tasks: TaskSet = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only, limit=limit)
         self.allow_forgeable = allow_forgeable
-        if not allow_forgeable:
-            kept, note = judgeable_split(self.tasks)
-            if note is not None:
-                log.warning("%s: %s", self.tasks.name, note)
-                self.tasks = TaskSet(tuple(kept), name=self.tasks.name)
+        self.tasks = default_task_set(self.tasks, allow_forgeable)
         if len(self.tasks) == 0:
             raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit")
         self.max_turns = max_turns

@@ -39,6 +39,7 @@ from .policies import Policy
 from .records import TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_record
 from .registration import LIVE_IDS
 from .sandbox import Executor, Limits, SandboxExecutor
+from .sandbox.forgeable import default_task_set
 from .tasks import BIGCODEBENCH_ENV, Task, TaskSet, load_tasks
 
 __all__ = [
@@ -292,6 +293,7 @@ def run_evaluation(
     """
     run_dir = Path(run_dir)
     tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only, limit=config.limit)
+    tasks = default_task_set(tasks, bool(config.env_kwargs.get("allow_forgeable")))  # as each env's own set
     if len(tasks) == 0:
         raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
     _prepare_dir(run_dir, run_metadata(config, tasks, policy, executor))

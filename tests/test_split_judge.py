@@ -552,3 +552,12 @@ def test_tests_record_the_programs_warnings(sandbox):
     result = sandbox.run(WARN, WARN.ground_truth)
     assert result.passed, texts(result)
     assert_rejected(sandbox, "def task_func(x):\n    return x * x\n", "AssertionError", task=WARN)
+
+
+def test_the_listed_bigcodebench_tasks_are_left_out_of_the_default_set(bigcodebench):
+    from convcodeworld_gym.sandbox.forgeable import SPLIT_UNJUDGEABLE, judgeable_split
+
+    kept, note = judgeable_split(bigcodebench)
+    assert len(kept) == len(bigcodebench) - len(SPLIT_UNJUDGEABLE) == 1128
+    assert note.startswith("left out 12 task(s)") and "5 whose tests read the sys.path" in note
+    assert not {t.task_id for t in kept} & set(SPLIT_UNJUDGEABLE)

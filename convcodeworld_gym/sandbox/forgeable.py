@@ -11,6 +11,7 @@ canonical solution's failure is in its profile.
 Holds:
     SPLIT_UNJUDGEABLE  task id -> why its canonical solution fails under the split judge
     judgeable_split    the tasks of a set that the split judge can judge, and a note on the rest
+    default_task_set   a task set without them (one logged warning), unless forgeable judging is allowed
 """
 
 from __future__ import annotations
@@ -19,14 +20,26 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
-from ..tasks import Task
+from ..tasks import Task, TaskSet
 
-__all__ = ["SPLIT_UNJUDGEABLE", "judgeable_split"]
+__all__ = ["SPLIT_UNJUDGEABLE", "judgeable_split", "default_task_set"]
 
 log = logging.getLogger(__name__)
 
-#: BigCodeBench tasks whose canonical solution passes only in-process, with the reason.
-SPLIT_UNJUDGEABLE: dict[str, str] = {}
+_FORK = "whose tests' mocks are called from processes the program forks (multiprocessing.Pool)"
+_CLASS = "whose tests inspect a class the program defines as a class (issubclass)"
+_PATH = "whose tests read the sys.path the program changed"
+_INSPECT = "whose programs inspect a function the tests define (inspect.signature, its code)"
+
+#: BigCodeBench tasks whose canonical solution passes only in-process, with the reason. Measured on
+#: BigCodeBench (v0.1.0_hf) on 2026-12-01 over its 300 standard-library tasks and the 464 whose libraries
+#: this machine had (numpy, pandas, matplotlib, scipy, ...); the other 376 tasks are not measured yet.
+SPLIT_UNJUDGEABLE: dict[str, str] = {
+    "BigCodeBench/205": _FORK,
+    "BigCodeBench/273": _CLASS,
+    **{f"BigCodeBench/{n}": _PATH for n in (541, 714, 715, 716, 717)},
+    **{f"BigCodeBench/{n}": _INSPECT for n in (566, 568, 569, 570, 571)},
+}
 
 
 def judgeable_split(tasks: Iterable[Task]) -> tuple[list[Task], str | None]:
@@ -48,7 +61,19 @@ def judgeable_split(tasks: Iterable[Task]) -> tuple[list[Task], str | None]:
     if not left:
         return kept, None
     total = sum(left.values())
-    why = "; ".join(f"{n} {reason}" for reason, n in left.most_common())
+    why = "; ".join(f"{n} {reason}" for reason, n in left.most_common())  # e.g. "5 whose tests read ..."
     return kept, (f"left out {total} task(s) the split judge cannot judge (their canonical solutions pass only "
                   f"in-process, where a program can forge its verdict): {why}. Pass allow_forgeable=True to "
                   "judge them in-process.")
+
+
+def default_task_set(tasks: TaskSet, allow_forgeable: bool = False) -> TaskSet:
+    """``tasks`` without those only an in-process judge can judge, logging one warning when any is left out;
+    all of ``tasks`` with ``allow_forgeable``."""
+    if allow_forgeable:
+        return tasks
+    kept, note = judgeable_split(tasks)
+    if note is None:
+        return tasks
+    log.warning("%s: %s", tasks.name, note)
+    return TaskSet(tuple(kept), name=tasks.name)
