@@ -424,6 +424,11 @@ class TestCases(unittest.TestCase):
             self.assertEqual(where('nope'), (True, '/w'))
             ex.assert_called_once_with('nope')
         self.assertEqual(where('/definitely/not/here'), (False, os.getcwd()))
+    def test_target_in_the_programs_module(self):
+        with patch(f'{__name__}.fetch_size', return_value=7) as m:
+            self.assertEqual(size_of('x'), 7)
+            m.assert_called_once_with('x')
+        self.assertEqual(size_of('abc'), 3)
     @patch('requests.get')
     def test_program_cannot_reset_the_judges_mock(self, mock_get):
         mock_get.return_value.status_code = 200
@@ -445,6 +450,10 @@ def token():
     return os.environ.get('CCW_TOKEN')
 def where(path):
     return os.path.exists(path), os.getcwd()
+def fetch_size(s):
+    return len(s)
+def size_of(s):
+    return fetch_size(s)
 def reset(mock_get):
     requests.get('u')
     requests.get.reset_mock()

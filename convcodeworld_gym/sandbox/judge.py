@@ -352,7 +352,7 @@ def _share_pyplot(peer: Peer) -> None:
 
 
 def _test_names(source: str) -> tuple[set[str], set[str]]:
-    """The names ``source`` reads, and the top-level modules it imports."""
+    """The names ``source`` reads (also in dotted strings: patch targets), and the top-level modules it imports."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -361,6 +361,8 @@ def _test_names(source: str) -> tuple[set[str], set[str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             read.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
+            read.update(part for part in node.value.split(".") if part.isidentifier())  # patch('__test__.helper')
         elif isinstance(node, ast.Import):
             roots |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
