@@ -9,20 +9,19 @@ exports, the stand-ins it made, and a message loop that serves the other side's 
 waits for its own answer, so calls nest (the judge calls the program, the program calls a mock of
 the judge's, the mock's side effect calls back into the program, ...).
 
-What a stand-in never does, whichever side holds it:
+What a stand-in never does, whichever side holds it: decide a comparison (``==``, ``!=`` and
+``hash`` are identity; ``in`` iterates and compares the items, data, where the test runs), decide
+whether a ``with`` block swallows an exception, or carry code: only data and references cross.
 
-* decide a comparison: ``==``, ``!=`` and ``hash`` are identity; ``in`` iterates and compares the
-  items (data) where the test runs;
-* set or delete an attribute of its owner's object, or read a private name or a dunder beyond
-  ``__name__``, ``__qualname__``, ``__doc__``, ``__module__``;
-* run code of the other side: only data and references cross.
-
-The judge (``strict``) further refuses to export modules, frames, code and tracebacks and the
-builtins that reach into objects (``setattr``, ``exec``, ``open`` ...), refuses item assignment and a
-mock's own configuration methods (``reset_mock`` ...) from the program, rebuilds the program's
-exceptions only as classes it already has (builtins and the task's own imports, never ``unittest``'s,
-never a ``BaseException`` that is not an ``Exception``), and lets a stand-in claim a class for
-``isinstance`` only when that class is a library's, already loaded, and not a data type.
+The judge (``strict``) is the trusted side: it may read and set what it likes on the program's
+objects. It refuses the program's requests to set attributes or items of its objects, to read their
+private names or dunders (beyond ``__name__``, ``__qualname__``, ``__doc__``, ``__module__``; of a
+mock, what the test set on it), and a mock's own configuration methods (``reset_mock`` ...); it
+never exports modules, frames, code, tracebacks or the builtins that reach into objects
+(``setattr``, ``exec``, ``open`` ...). It rebuilds the program's exceptions only as classes it
+already has (builtins and the task's own imports, else their nearest such base), never
+``unittest``'s, never a ``BaseException`` that is not an ``Exception``, and lets a stand-in claim a
+class for ``isinstance`` only when that class is a library's, already loaded, and not a data type.
 
 Holds:
     Peer          one side of the channel: exports, stand-ins, the re-entrant request loop
