@@ -570,3 +570,14 @@ def test_the_listed_bigcodebench_tasks_are_left_out_of_the_default_set(bigcodebe
     assert len(kept) == len(bigcodebench) - len(SPLIT_UNJUDGEABLE) == 1128
     assert note.startswith("left out 12 task(s)") and "5 whose tests read the sys.path" in note
     assert not {t.task_id for t in kept} & set(SPLIT_UNJUDGEABLE)
+
+
+def test_a_stored_in_process_profile_is_not_obeyed_without_allow_forgeable(sandbox):
+    from convcodeworld_gym.sandbox import TaskProfile
+    from convcodeworld_gym.sandbox.judge import Mode
+    from convcodeworld_gym.sandbox.profile import profile_key
+
+    task = Task("split/stored", "Square x.", SQUARE.code_prompt, "task_func", SQUARE.canonical_solution, SQUARE.test)
+    sandbox.profiles.put(profile_key(task, sandbox.fingerprint()), TaskProfile(Mode.INPROCESS, 0.01, True, "old"))
+    result = sandbox.run(task, task.ground_truth)
+    assert result.passed and result.details["judge"] == "split" and result.details["forgeable"] is False

@@ -264,6 +264,8 @@ class SandboxExecutor(Executor):
         elif self.calibrate:
             profile = self.profile(task)
             mode, limits = profile.mode, self._limits_for(profile)
+            if mode is Mode.INPROCESS and not self.allow_forgeable:  # a profile stored before, or by an executor that allowed it
+                mode = Mode.SPLIT
         else:
             mode, limits, profile = static_mode(task.test) or Mode.SPLIT, self.limits, None
         return self._run_mode(task, program, mode, limits, profile)
