@@ -221,7 +221,7 @@ def serve_program(channel: Channel) -> None:
         return
     names = {name: (value.__name__ if isinstance(value, types.ModuleType) else None)
              for name, value in list(module.__dict__.items())[:_MAX_NAMES] if not name.startswith("__")}
-    _bind_imports(module, test_imports)
+    _bind_imports(module, test_imports, _test_names(program)[0])
     rng, patches = _RngSync(), PatchApplier()
 
     def sync_in(state: Any) -> None:
@@ -258,16 +258,19 @@ def _top_level_imports(source: str) -> list[list]:
     return out
 
 
-def _bind_imports(module: types.ModuleType, imports: Any) -> None:
+def _bind_imports(module: types.ModuleType, imports: Any, used: set[str]) -> None:
     """Bind in the program's module the tests' module-level imports: in one module (the reference's way) the
     program's functions see them, over its own names (a test's ``from datetime import datetime`` replaces
-    the program's ``import datetime``)."""
+    the program's ``import datetime``). Only the names the program's source reads (``used``) are bound:
+    importing the rest would cost time and change nothing."""
     if not isinstance(imports, list):
         return
     for item in imports:
         if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str)):
             continue
         name, target, attr = item
+        if name not in used:
+            continue
         try:
             imported = importlib.import_module(target)
             if attr == "":
@@ -394,7 +397,8 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     read, roots = _test_names(judge_module_source)
     exceptions = exception_policy(True, roots | {"builtins"})
     tracker = PatchTracker(module_name, _warning_recorder(exceptions))
-    tracker.install()
+    if "mock" in judge_module_source:  # only then can the tests patch (importing unittest.mock costs ~10 ms)
+        tracker.install()
     rng = _RngSync()
     sent: list = [None]
 

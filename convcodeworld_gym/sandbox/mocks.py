@@ -47,21 +47,22 @@ def _describe_target(target: Any, judge_module: str) -> list | None:
 
 
 class PatchTracker:
-    """The judge's active patches. ``install()`` instruments ``unittest.mock`` in this process (once)."""
+    """The judge's active patches (and redirected output, recorded warnings). ``install()`` instruments
+    ``unittest.mock`` in this process (once)."""
 
     def __init__(self, judge_module: str, warning_recorder: Any = None) -> None:
         self.judge_module = judge_module
         self.warning_recorder = warning_recorder
-        self._show_warning = None
+        import warnings
+
+        self._show_warning = warnings._showwarnmsg_impl  # noqa: SLF001 - catch_warnings(record=True) replaces it
         self.version = 0
         self._active: list[tuple[int, Any, Any, str | None]] = []  # (key, target, attribute or None, kind)
         self._lock = threading.Lock()
 
     def install(self) -> None:
-        import warnings
         from unittest import mock
 
-        self._show_warning = warnings._showwarnmsg_impl  # noqa: SLF001 - catch_warnings(record=True) replaces it
         tracker = self
         enter, exit_ = mock._patch.__enter__, mock._patch.__exit__  # noqa: SLF001 - the judge instruments its own mock
         patch_dict, unpatch_dict = mock._patch_dict._patch_dict, mock._patch_dict._unpatch_dict  # noqa: SLF001
@@ -114,7 +115,7 @@ class PatchTracker:
         out: list = [[-1 - i, ["mod", "sys"], name, getattr(sys, name)]
                      for i, name in enumerate(("stdout", "stderr")) if getattr(sys, name) is not getattr(sys, f"__{name}__")]
         warnings = sys.modules.get("warnings")
-        if (self.warning_recorder is not None and warnings is not None and self._show_warning is not None
+        if (self.warning_recorder is not None and warnings is not None
                 and warnings._showwarnmsg_impl is not self._show_warning):  # noqa: SLF001 - a test records warnings
             out.append([-3, ["warnings"], "record", self.warning_recorder])
         with self._lock:
