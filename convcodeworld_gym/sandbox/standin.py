@@ -228,8 +228,11 @@ _PROTOCOL: dict[str, Callable] = {
 
 def capabilities(obj: Any) -> list[str]:
     """The protocol methods ``obj``'s type has (what its stand-in will have)."""
-    cls = type(obj)
-    caps = [name for name in _PROTOCOL if name != "__instancecheck__" and getattr(cls, name, None) is not None]
+    # Looked up in the classes' dicts: a getattr would run descriptors (a MagicMock makes a child mock for each).
+    defined: set[str] = set()
+    for klass in type(obj).__mro__:
+        defined.update(k for k, v in vars(klass).items() if v is not None)
+    caps = [name for name in _PROTOCOL if name != "__instancecheck__" and name in defined]
     if isinstance(obj, type):
         caps.append("__instancecheck__")
     return caps
