@@ -18,7 +18,6 @@ from __future__ import annotations
 import abc
 import json
 import os
-import site
 import subprocess
 import sys
 from pathlib import Path
@@ -159,8 +158,7 @@ class LocalLauncher(Launcher):
         return os.geteuid() == 0
 
     def readable(self) -> list[str]:
-        return [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(self.python)), PACKAGE_ROOT,
-                *site.getsitepackages(), *[p for p in sys.path if p]]
+        return [PACKAGE_ROOT, os.path.dirname(os.path.realpath(self.python))]  # the worker adds its interpreter's paths
 
     def start(self, config: dict[str, Any]) -> WorkerProcess:
         proc = spawn(  # from a thread that outlives the worker: it dies with its parent *thread*
