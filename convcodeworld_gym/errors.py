@@ -12,6 +12,7 @@ Holds:
     ExecutorError        the executor itself failed (never raised for bad *model* code)
     SimulatorError       the LLM user simulator's endpoint failed after its retries (names endpoint and status)
     ResetNeeded          ``step`` called before ``reset`` or after the episode ended
+    MissingRuntimeDependencies  tasks need modules or data files the runtime lacks (``strict_runtime=True``)
     ReferenceLogError    a ConvCodeBench reference log (or reference result file) lacks a task,
                          a turn or a field, or is inconsistent
 """
@@ -28,6 +29,7 @@ __all__ = [
     "SimulatorError",
     "ResetNeeded",
     "ReferenceLogError",
+    "MissingRuntimeDependencies",
 ]
 
 
@@ -89,3 +91,9 @@ class ResetNeeded(ConvCodeWorldError, RuntimeError):
 class ReferenceLogError(ConvCodeWorldError, ValueError):
     """A reference log cannot be replayed or imported: it lacks a task, a turn or a field, or
     contradicts itself. The message names the log, the task (and turn) and the fix."""
+
+
+class MissingRuntimeDependencies(ConvCodeWorldError):
+    """Tasks need modules or data files (NLTK corpora) that the runtime running their tests lacks, and
+    ``strict_runtime=True`` asked for an error instead of leaving them out (or running them to fail).
+    The message names the tasks, what they lack and the command that installs it."""

@@ -26,12 +26,16 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..tasks import TEST_CLASS, Task
 from .clock import SuiteClock
 from .executor import Executor, Limits
 from .reap import has_exited, kill_group
 from .result import ExecutionResult, Outcome, TestResult
+
+if TYPE_CHECKING:
+    from .needs import RuntimeProbe
 
 __all__ = ["LocalExecutor", "child_env", "collect_events", "assemble", "describe_exit", "MODULE_NAME", "MAX_EVENT_BYTES"]
 
@@ -86,6 +90,15 @@ class LocalExecutor(Executor):
     def __init__(self, limits: Limits | None = None, python: str | None = None) -> None:
         self.limits = limits or Limits()
         self.python = python or sys.executable
+        self._probe = None
+
+    def runtime_probe(self) -> RuntimeProbe:
+        """Asks ``python``, the interpreter of the runs."""
+        if self._probe is None:
+            from .needs import RuntimeProbe
+
+            self._probe = RuntimeProbe(self.python)
+        return self._probe
 
     def run(self, task: Task, program: str) -> ExecutionResult:
         if len(program) > self.limits.max_code_chars:
