@@ -93,3 +93,20 @@ def test_paths_beneath_keeps_only_the_outermost_existing_paths(tmp_path):
     got = paths_beneath(str(tmp_path), [str(tmp_path / "venv" / "lib"), str(tmp_path / "venv"), str(tmp_path / "gone"),
                                         str(tmp_path), str(tmp_path / "other"), "/usr"])
     assert got == (str((tmp_path / "other").resolve()), str((tmp_path / "venv").resolve()))
+
+
+def test_python_and_python3_start_the_runs_interpreter_where_its_dir_lacks_them(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the shims live in the worker's private /tmp (namespaces: root)")
+    bindir = tmp_path / "bin"  # holds only python3.X: no `python`, no `python3` beside the interpreter
+    bindir.mkdir()
+    interpreter = bindir / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    interpreter.symlink_to(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+    program = ("import subprocess\ndef task_func():\n    out = [subprocess.run([c, '-c', 'import sys; print(sys.executable)'],"
+               " capture_output=True, text=True, check=True).stdout.strip() for c in ('python', 'python3')]\n"
+               f"    return {PROBE_VALUE} if out == [{str(interpreter)!r}] * 2 else out\n")
+    task = Task("shims/0", "p", "def task_func():\n", "task_func", program.split("def task_func():\n", 1)[1], _TEST,
+                source="test")
+    with SandboxExecutor(workers=1, preload=(), calibrate=False, runtime=str(interpreter)) as ex:
+        result = ex.run(task, program)
+    assert result.passed, [t.traceback[-400:] for t in result.tests]

@@ -11,6 +11,7 @@ Holds:
     interpreter_paths  the paths of this interpreter a run must be able to read
     paths_beneath      the smallest set of those paths that lie beneath a directory (what must be bound back)
     make_python_shims  ``python`` and ``python3`` commands that start this interpreter, where its own dir lacks them
+    SHIM_DIR, shim_dir where a worker puts them (in its private ``/tmp``), and that dir when it is there and trusted
 """
 
 from __future__ import annotations
@@ -20,10 +21,25 @@ import site
 import sys
 from collections.abc import Iterable
 
-__all__ = ["interpreter_paths", "paths_beneath", "make_python_shims", "PYTHON_COMMANDS"]
+__all__ = ["interpreter_paths", "paths_beneath", "make_python_shims", "shim_dir", "PYTHON_COMMANDS", "SHIM_DIR"]
 
 #: The commands a program may start the run's interpreter by (BigCodeBench tasks call ``python``).
 PYTHON_COMMANDS = ("python", "python3")
+#: Where a namespaced worker writes the shims: its private /tmp, bound read-only into each run's.
+SHIM_DIR = "/tmp/.ccw_python"
+
+
+def shim_dir() -> str | None:
+    """:data:`SHIM_DIR` when it is a dir that root owns and nobody else may write (the worker's), else None:
+    the dir a run's ``PATH`` takes right after the interpreter's own (:func:`.local.child_env`)."""
+    try:
+        info = os.lstat(SHIM_DIR)
+    except OSError:
+        return None
+    import stat
+
+    trusted = stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return SHIM_DIR if trusted else None
 
 
 def interpreter_paths() -> list[str]:

@@ -51,7 +51,7 @@ from . import cgroup, confine, landlock, memory, reap, seccomp, sweep
 from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
-from .interpreter import interpreter_paths, make_python_shims
+from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
 from .judge import Channel, Mode, ProgramGone, ProgramProxy, safe_loads, serve_program
 from .local import child_env, collect_events, describe_exit
 
@@ -533,9 +533,8 @@ def main() -> None:
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
     readable = [*config["readable"], *interpreter_paths()]  # this interpreter's, wherever it lives (/tmp too)
     confinement, hardening, spawn = establish(settings, config["uid"], readable)
-    if spawn is not None and (shims := make_python_shims(os.path.join(confine.SANDBOX_ROOT, ".ccw_python"))):
-        readable.append(shims)  # in the worker's private /tmp, bound read-only into each run's
-        os.environ["PATH"] = shims + os.pathsep + os.environ["PATH"]
+    if spawn is not None and (shims := make_python_shims(SHIM_DIR)):
+        readable.append(shims)  # in the worker's private /tmp, bound read-only into each run's (PATH: child_env)
     oom = cgroup.find_oom_counter() if config.get("own_cgroup") else None
     _import_quietly(config.get("preload", []))
     out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
