@@ -98,6 +98,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
     Action: the model's raw reply, or bare code (any ``str``).
 
+    Attributes: ``tasks`` (the task set played), ``missing`` (task id -> what the runtime lacks of its
+    needs: the tasks left out of a default set, or those asked for by id that cannot pass here).
+
     >>> env = ConvCodeWorldEnv("CF-EF_full", dataset="humaneval")
     >>> obs, info = env.reset(seed=0, options={"task_id": "HumanEval/0"})
     >>> obs["turn"], info["task_id"]

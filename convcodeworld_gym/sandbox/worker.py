@@ -1,7 +1,8 @@
 """A warm sandbox worker: a long-lived process that forks one confined child per execution.
 
-Started by :class:`~convcodeworld_gym.sandbox.pool.SandboxExecutor` as
-``python -s -m convcodeworld_gym.sandbox.worker CONFIG_JSON`` with a scrubbed environment. At start
+Started by :class:`~convcodeworld_gym.sandbox.pool.SandboxExecutor` as ``python -s -c BOOT CONFIG_JSON``
+(:func:`.launch.worker_boot`: the runtime interpreter, this package's sandbox code only, the standard
+library only) with a scrubbed environment. At start
 it confines itself as far as it can (see :mod:`.confine`), imports the heavy libraries it was told
 to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line on stdin), it:
 
