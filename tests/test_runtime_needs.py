@@ -137,4 +137,7 @@ def test_nltk_data_needs_are_read_from_the_task_text():
     download = _task("n/1", "import nltk\nnltk.download('vader_lexicon')\n")
     no_data = _task("n/2", "import nltk\n")
     not_nltk = _task("n/3", "import re\nstopwords = ['a']\n")
-    assert [nltk_data_needed(t) for t in (tokenize, download, no_data, not_nltk)] == [("punkt",), ("vader_lexicon",), (), ()]
+    blob_tokens = _task("n/4", "from textblob import TextBlob\nN = len(TextBlob('a b').ngrams(n=2))\n")
+    blob_sentiment = _task("n/5", "from textblob import TextBlob\nS = TextBlob('good').sentiment\n")
+    assert [nltk_data_needed(t) for t in (tokenize, download, no_data, not_nltk, blob_tokens, blob_sentiment)] == [
+        ("punkt",), ("vader_lexicon",), (), (), ("punkt",), ()]

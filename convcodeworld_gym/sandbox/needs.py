@@ -75,13 +75,16 @@ _NLTK_USES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), name
     (r"\bne_chunk\s*\(", "maxent_ne_chunker"),
 ))
 _NLTK_DOWNLOAD = re.compile(r"\bnltk\.download\(\s*['\"]([\w.-]+)['\"]")
+#: TextBlob tokenizes with NLTK's punkt for these properties (its sentiment needs no NLTK data).
+_TEXTBLOB_TOKENS = re.compile(r"\.(?:ngrams|words|sentences|tokens|noun_phrases|tags|pos_tags|word_counts)\b")
 
 
 def nltk_data_needed(task: Task) -> tuple[str, ...]:
     """The NLTK resources (names of :data:`NLTK_DATA`) the task's ground truth or tests load, sorted.
 
     Read from the text: ``nltk.download('x')`` calls and the calls that load data (``word_tokenize``
-    loads ``punkt``, ``stopwords.words`` loads ``stopwords``, ...), in sources that import ``nltk``.
+    loads ``punkt``, ``stopwords.words`` loads ``stopwords``, ...), in sources that import ``nltk``; and
+    TextBlob's tokens, words, sentences and n-grams (``punkt``), in sources that import ``textblob``.
 
     >>> t = Task("d/0", "p", "import nltk\\nfrom nltk.corpus import stopwords\\ndef f(s):\\n", "f",
     ...          "    return [w for w in nltk.word_tokenize(s) if w not in stopwords.words('english')]\\n",
@@ -96,7 +99,10 @@ def nltk_data_needed(task: Task) -> tuple[str, ...]:
 def _nltk_data_needed(solution: str, test: str) -> tuple[str, ...]:
     found: set[str] = set()
     for text in (solution, test):
-        if "nltk" not in imported_modules(text):
+        modules = imported_modules(text)
+        if "textblob" in modules and _TEXTBLOB_TOKENS.search(text):
+            found.add("punkt")
+        if "nltk" not in modules:
             continue
         found.update(name for name in _NLTK_DOWNLOAD.findall(text) if name in NLTK_DATA)
         found.update(name for pattern, name in _NLTK_USES if pattern.search(text))
