@@ -160,6 +160,10 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         verbal_feedback, simulator_kwargs: accepted so that live and static ids take the same
             kwargs; ignored (no simulator is built or called): static mode shows the logged
             verbal feedback.
+        stop_on_pass: end the episode at the model's first pass (default). ``False`` plays on
+            while the reference's log does, as the reference's static runs do (each static turn
+            is written anew on the reference's history), so the per-turn static Pass@1 is exact;
+            ``convcodeworld evaluate`` plays static ids so.
 
     ``reset`` shows the task, the reference's turn-0 code and the feedback on it (``turn`` 1).
     ``step(reply)`` is the evaluated model's turn ``i``: executed, rewarded 1.0 iff all tests
@@ -209,6 +213,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         simulator_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
         render_mode: str | None = None,
+        stop_on_pass: bool = True,
     ) -> None:
         del verbal_feedback, simulator_kwargs  # static mode shows the logged verbal feedback; nothing is generated
         if log is None:
@@ -221,6 +226,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         self.reference = load_reference(log, self.config, max_turns)
         self.max_turns = max_turns
         self.render_mode = render_mode
+        self.stop_on_pass = bool(stop_on_pass)
         tasks = self._select_tasks(load_tasks(dataset), task_ids, stdlib_only, limit)
         # The judge runs the model's code with the same CF/EF; it never has a verbal simulator.
         self._judge = ConvCodeWorldEnv(
@@ -236,6 +242,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         self.action_space = self._judge.action_space
         self._turn = 0
         self._done = True
+        self._judge_done = False
         self._last_obs: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ API
@@ -256,6 +263,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         if wanted is not None and str(wanted) not in self.tasks:
             self.reference.episode(str(wanted))  # a task the log lacks: say so, naming the log
         _, judge_info = self._judge.reset(seed=seed, options=options)
+        self._judge_done = False
         self._turn = 1
         self._done = False
         obs = self._frozen_observation(0)
@@ -272,10 +280,13 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         if self._done:
             raise ResetNeeded("the episode is over (or never started): call env.reset() before step()")
         turn = self._turn
-        judged_obs, reward, _, _, judge_info = self._judge.step(action)
         task_id = self.task.task_id
+        if self._judge_done:  # the model passed earlier and plays on (stop_on_pass=False)
+            self._judge.reset(options={"task_id": task_id})
+        judged_obs, reward, judge_terminated, judge_truncated, judge_info = self._judge.step(action)
+        self._judge_done = judge_terminated or judge_truncated
         reference_passed_at = self.reference.passed_at(task_id)
-        terminated = bool(judge_info["passed"])
+        terminated = bool(judge_info["passed"]) and self.stop_on_pass
         if terminated:
             end = "passed"
         elif turn >= self.max_turns:  # before the reference's pass: one at turn max_turns earns no credit

@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="print and write the tables (Markdown, CSV) and the plot (PNG) of a run")
     rep.add_argument("run_dir", help="the --out directory of an evaluate run")
     rep.add_argument("--out", help="where to write the files (default: the run directory)")
+    _add_compensate_init(rep)
     rep.set_defaults(func=cmd_report)
 
     imp = sub.add_parser("import-reference", help="convert the reference repository's result files into a turn log")
@@ -148,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--require", default=None, choices=[level.value for level in Level], help="fail unless this confinement level is reached")
     check.set_defaults(func=cmd_selfcheck)
     return parser
+
+
+def _add_compensate_init(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-compensate-init", dest="compensate_init", action="store_false",
+        help="static MRR: do not credit the model's own turn-0 pass (the reference's compensate_init=False)",
+    )
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -191,6 +199,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--ray", metavar="ADDRESS", help="run the programs on a Ray cluster (ray://head:10001, auto, host:6379, or 'local' for a Ray instance on this machine); each node runs the confined sandbox")
     run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="extra env kwarg (VALUE parsed as JSON, else a string); repeatable")
     run.add_argument("--no-report", action="store_true", help="do not print and write the report at the end")
+    _add_compensate_init(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.set_defaults(func=cmd_evaluate)
 
@@ -276,11 +285,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"{name}: skipped ({why})")
     if args.no_report or not summary.played and not any(summary.resumed.values()):
         return 0
-    return _print_report(out, None)
+    return _print_report(out, None, compensate_init=args.compensate_init)
 
 
-def _print_report(run_dir: Path | str, out: str | None) -> int:
-    report, paths = write_report(run_dir, out)
+def _print_report(run_dir: Path | str, out: str | None, *, compensate_init: bool = True) -> int:
+    report, paths = write_report(run_dir, out, compensate_init=compensate_init)
     print()
     print(report.markdown())
     print(f"tables: {paths['markdown']}, {paths['pass_csv']}, {paths['mrr_csv']}")
@@ -289,7 +298,7 @@ def _print_report(run_dir: Path | str, out: str | None) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return _print_report(args.run_dir, args.out)
+    return _print_report(args.run_dir, args.out, compensate_init=args.compensate_init)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
