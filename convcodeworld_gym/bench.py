@@ -28,6 +28,7 @@ from .combos import FeedbackConfig
 from .env import DEFAULT_MAX_REPLY_CHARS, DEFAULT_MAX_TURNS, ConvCodeWorldEnv
 from .errors import ReferenceLogError, ResetNeeded
 from .feedback.context import VerbalFeedback
+from .protocol import actionable
 from .records import TurnRecord, group_episodes, read_turns
 from .sandbox import Executor
 from .tasks import DatasetSpec, Task, TaskSet, load_tasks
@@ -164,6 +165,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             while the reference's log does, as the reference's static runs do (each static turn
             is written anew on the reference's history), so the per-turn static Pass@1 is exact;
             ``convcodeworld evaluate`` plays static ids so.
+        feedback_style: the style of the (unshown) feedback on the model's own code, logged in
+            ``info["judged"]``; the observation shows the reference's logged texts.
 
     ``reset`` shows the task, the reference's turn-0 code and the feedback on it (``turn`` 1).
     ``step(reply)`` is the evaluated model's turn ``i``: executed, rewarded 1.0 iff all tests
@@ -214,6 +217,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
         render_mode: str | None = None,
         stop_on_pass: bool = True,
+        feedback_style: str = "reference",
     ) -> None:
         del verbal_feedback, simulator_kwargs  # static mode shows the logged verbal feedback; nothing is generated
         if log is None:
@@ -235,6 +239,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             executor=executor,
             max_turns=max_turns,
             max_reply_chars=max_reply_chars,
+            feedback_style=feedback_style,  # type: ignore[arg-type]
         )
         self._round_judge: ConvCodeWorldEnv | None = None
         self.tasks: TaskSet = self._judge.tasks
@@ -273,6 +278,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             "reference_log": self.reference.source,
             "reference_turns": len(self.reference.episode(self.task.task_id)),
             "reference_passed_at": self.reference.passed_at(self.task.task_id),
+            "feedback_shown": self._feedback_shown(self.reference.episode(self.task.task_id)[0]),
+            **self._protocol_facts(self.reference.episode(self.task.task_id)[0]),
         }
         return obs, info
 
@@ -311,8 +318,15 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             "reference_log": self.reference.source,
             "reference_turn_shown": shown,
             "reference_passed_at": reference_passed_at,
+            **self._protocol_facts(self.reference.episode(task_id)[shown]),
         }
         return obs, reward, terminated, truncated, info
+
+    def user_feedback_for(self, code: str) -> str | None:
+        """The user's words shown on the reference's turn in view: static mode replays the
+        logged feedback, whatever ``code`` (the reference protocol's turn after a compile fix)."""
+        del code
+        return self._last_obs["verbal_feedback"] if self._last_obs is not None else None
 
     def rounds(self) -> Iterator[BanditRound]:
         """Every static turn of every task as a contextual-bandit round, task by task, turn by turn.
@@ -327,18 +341,33 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
                     break
                 yield BanditRound(task, turn, episode[:turn], self._observation_of(task, episode[turn - 1], turn))
 
+    def judge_own_turn0(self, reply: str) -> tuple[dict[str, Any], float, dict[str, Any]]:
+        """Judge the evaluated model's own turn-0 program for the current task, outside the
+        episode (a static replay starts at turn 1): ``(obs, reward, info)`` of the judge, with
+        ``info["reference_log"]`` set so the row is logged as part of the static run. The
+        static MRR credits it (``compensate_init``); the per-turn table does not show it.
+        """
+        judge = self._own_judge()
+        judge.reset(options={"task_id": self.task.task_id})
+        obs, reward, _, _, info = judge.step(reply)
+        return obs, float(reward), {**info, "turn": 0, "episode_end": None, "reference_log": self.reference.source}
+
+    def _own_judge(self) -> ConvCodeWorldEnv:
+        if self._round_judge is None:
+            self._round_judge = ConvCodeWorldEnv(
+                FeedbackConfig(self.config.execution, "none"), dataset=self.tasks, executor=self._judge.executor,
+                max_turns=self.max_turns, max_reply_chars=self._judge.max_reply_chars, feedback_style=self._judge.feedback_style,
+            )
+        return self._round_judge
+
     def score(self, round: BanditRound, reply: str) -> float:
         """The reward of ``reply`` in ``round``: 1.0 iff its code passes all the task's tests.
 
         Uses its own judge on the same executor, so it does not disturb a running episode.
         """
-        if self._round_judge is None:
-            self._round_judge = ConvCodeWorldEnv(
-                FeedbackConfig(self.config.execution, "none"), dataset=self.tasks, executor=self._judge.executor,
-                max_turns=self.max_turns, max_reply_chars=self._judge.max_reply_chars,
-            )
-        self._round_judge.reset(options={"task_id": round.task.task_id})
-        _, reward, _, _, _ = self._round_judge.step(reply)
+        judge = self._own_judge()
+        judge.reset(options={"task_id": round.task.task_id})
+        _, reward, _, _, _ = judge.step(reply)
         return float(reward)
 
     def render(self) -> str | None:
@@ -392,6 +421,15 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         obs = self._observation_of(self.task, row, self._turn)
         self._last_obs = obs
         return obs
+
+    def _protocol_facts(self, row: TurnRecord) -> dict[str, Any]:
+        """What the reference protocol decides on for the frozen turn ``row`` in view."""
+        ef = row.execution_feedback if self.config.execution != "none" else None
+        return {
+            "shown_compiles": row.compile_ok,
+            "actionable": actionable(self.config, passed=row.passed, compile_ok=row.compile_ok, execution_feedback=ef,
+                                     verbal_feedback=row.verbal_feedback),
+        }
 
     def _feedback_shown(self, row: TurnRecord) -> dict[str, Any]:
         return {

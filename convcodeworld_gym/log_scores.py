@@ -85,19 +85,24 @@ def static_run_scores(
     """ConvCodeBench Pass@turn (turns 1..), MRR and Recall of a static run's episodes of one combination.
 
     Args:
-        rows: the static run (turns 1..; every task it holds is scored).
+        rows: the static run (turns 1..; every task it holds is scored). Turn-0 rows among them
+            are the model's own turn 0 (a run with ``--turn0`` judges its samples so).
         reference: the reference log; by default the one the rows name (``TurnRecord.reference``).
         turn0: rows holding the evaluated model's own turn-0 program per task (its live run's
-            rows do; those of the same combination are preferred, else any combination's).
-            Without them, MRR and Recall ignore the model's turn 0.
+            rows do; those of the same combination are preferred, else any combination's);
+            default: the run's own turn-0 rows. Without any, MRR and Recall ignore the model's turn 0.
         compensate_init: credit the model's own turn-0 pass 1 in MRR (the reference's default).
 
     Raises:
         ReferenceLogError: the reference lacks a task of the run, a run episode misses a turn,
             no reference is given or named, or ``turn0`` lacks a task.
     """
-    rows = list(rows)
     name = FeedbackConfig.parse(feedback).name
+    rows = list(rows)
+    logged_turn0 = [row for row in rows if row.turn == 0 and row.feedback == name]  # the run's own (--turn0)
+    rows = [row for row in rows if row.turn != 0]
+    if turn0 is None and logged_turn0:
+        turn0 = logged_turn0
     episodes = _episodes(rows, name, 1, "static run")
     if reference is None:
         named = {row.reference for turns in episodes.values() for row in turns}

@@ -54,6 +54,10 @@ class TurnRecord:
         timings: seconds spent per stage (measurements; not part of a record's identity).
         reference: for ConvCodeBench (static replay) rows, the reference log that was replayed
             (a path or hub id); ``""`` for live rows.
+        model_calls: the policy's calls that wrote this turn's program: 1 on every turn of the
+            ``always`` protocol; under the reference protocol 0 for code carried over (nothing
+            to act on), more than 1 with compile fixes inside the turn. ``usage`` and the
+            ``policy_s`` timing add up all of them.
     """
 
     feedback: str
@@ -75,6 +79,7 @@ class TurnRecord:
     usage: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict, compare=False)
     reference: str = ""
+    model_calls: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +101,7 @@ def turn_record(
     policy: str = "",
     usage: Mapping[str, float] | None = None,
     policy_s: float | None = None,
+    model_calls: int = 1,
 ) -> TurnRecord:
     """The row for one ``env.step(reply)`` that returned ``obs, reward, info``.
 
@@ -130,6 +136,7 @@ def turn_record(
         usage={k: float(v) for k, v in (usage or {}).items()},
         timings=timing_dict,
         reference=str(info.get("reference_log") or ""),
+        model_calls=int(model_calls),
     )
 
 

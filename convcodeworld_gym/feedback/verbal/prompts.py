@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from ..context import TurnContext
-from ..execution import PASSED_ALL_TEST_RUNS
+from ..execution import shows_failure
 from .rules import Expertise
 
 __all__ = ["build_messages", "parse_reply", "strip_code_blocks", "LEAK_RETRY_MESSAGE", "FEEDBACK_MARKER"]
@@ -149,7 +149,7 @@ def build_messages(expertise: Expertise, context: TurnContext) -> list[dict[str,
     The novice's messages never contain the task's ground truth; the expert's always do.
     """
     ef = context.execution_feedback
-    ef_failing = ef is not None and ef != PASSED_ALL_TEST_RUNS
+    ef_failing = shows_failure(ef)
     if expertise == "expert":
         pairs = [("Ground Truth Code", _fence(context.task.ground_truth)), ("Previous Code", _fence(context.code))]
         if ef_failing:
