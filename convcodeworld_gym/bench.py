@@ -28,6 +28,7 @@ from .combos import FeedbackConfig
 from .env import DEFAULT_MAX_REPLY_CHARS, DEFAULT_MAX_TURNS, ConvCodeWorldEnv
 from .errors import ReferenceLogError, ResetNeeded
 from .feedback.context import VerbalFeedback
+from .observation import TEXT_KEYS, make_observation, render_observation
 from .protocol import actionable
 from .records import TurnRecord, group_episodes, read_turns
 from .sandbox import Executor
@@ -311,7 +312,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             **judge_info,
             "turn": turn,
             "feedback": self.config.name,
-            "judged": {key: judged_obs[key] for key in ("code", "compilation_feedback", "execution_feedback", "verbal_feedback")},
+            "judged": {key: judged_obs[key] for key in TEXT_KEYS},
             "feedback_shown": self._feedback_shown(self.reference.episode(task_id)[shown]),
             "verbal_feedback_source": None,
             "episode_end": end,
@@ -376,9 +377,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         if self._last_obs is None:
             return "(no episode: call reset())\n"
         obs = self._last_obs
-        parts = [f"=== {self.task.task_id} [ConvCodeBench {self.config.name}] reference turn {obs['turn'] - 1}, next turn {obs['turn']} ==="]
-        parts += [f"--- {key} ---\n{obs[key]}" for key in ("code", "compilation_feedback", "execution_feedback", "verbal_feedback") if obs[key]]
-        return "\n".join(parts) + "\n"
+        header = f"{self.task.task_id} [ConvCodeBench {self.config.name}] reference turn {obs['turn'] - 1}, next turn {obs['turn']}"
+        return render_observation(header, obs)
 
     def close(self) -> None:
         if self._round_judge is not None:
@@ -407,14 +407,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         return selected.subset(limit=limit) if limit is not None else selected
 
     def _observation_of(self, task: Task, row: TurnRecord, next_turn: int) -> dict[str, Any]:
-        return {
-            "task": task.prompt,
-            "code": row.code,
-            "compilation_feedback": row.compilation_feedback,
-            "execution_feedback": row.execution_feedback,
-            "verbal_feedback": row.verbal_feedback,
-            "turn": next_turn,
-        }
+        return make_observation(task.prompt, next_turn, code=row.code, compilation_feedback=row.compilation_feedback,
+                                execution_feedback=row.execution_feedback, verbal_feedback=row.verbal_feedback)
 
     def _frozen_observation(self, reference_turn: int) -> dict[str, Any]:
         row = self.reference.episode(self.task.task_id)[reference_turn]

@@ -26,6 +26,7 @@ import gymnasium as gym
 from .errors import ConvCodeWorldError
 from .evaluate import EvalConfig, default_dataset, run_evaluation
 from .feedback.execution import FEEDBACK_STYLES
+from .observation import FEEDBACK_KEYS
 from .policies import POLICY_KINDS, make_policy
 from .protocol import PROTOCOLS
 from .registration import LIVE_IDS, env_id
@@ -49,7 +50,7 @@ def _play(env: gym.Env, task_id: str, replies: Callable[[Task, int], str], out=s
         turn = obs["turn"]
         obs, reward, terminated, truncated, info = env.step(replies(task, turn))
         print(f"  turn {turn}: reward={reward:.0f} tests passed {info['pass_fraction']:.0%}", file=out)
-        for key in ("compilation_feedback", "execution_feedback", "verbal_feedback"):
+        for key in FEEDBACK_KEYS:
             if obs[key]:
                 shown = textwrap.shorten(obs[key].replace("\n", " | "), width=110, placeholder=" ...")
                 print(f"    {key}: {shown}", file=out)

@@ -8,7 +8,7 @@ exactly when every test passes, whatever feedback the combination shows.
 Holds:
     ConvCodeWorldEnv   the Gymnasium environment
     Timings            per-step timings in ``info`` (compare equal: they are measurements)
-    OBSERVATION_KEYS   the text fields of an observation, in order
+    OBSERVATION_KEYS   the keys of an observation, in order (from :mod:`.observation`)
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from .combos import FeedbackConfig
 from .errors import ResetNeeded
@@ -28,6 +27,7 @@ from .extract import build_program, extract_code
 from .feedback import NO_SYNTAX_ERRORS, PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
 from .feedback.execution import FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, trim_feedback
+from .observation import OBSERVATION_KEYS, make_observation, observation_space, render_observation
 from .protocol import actionable
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
 from .spaces import MAX_TEXT_CHARS, UnicodeText
@@ -35,7 +35,6 @@ from .tasks import DatasetSpec, Task, TaskSet, load_tasks
 
 __all__ = ["ConvCodeWorldEnv", "Timings", "OBSERVATION_KEYS", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_REPLY_CHARS"]
 
-OBSERVATION_KEYS = ("task", "code", "compilation_feedback", "execution_feedback", "verbal_feedback", "turn")
 DEFAULT_MAX_TURNS = 10
 #: Replies longer than this are rejected as a failed turn (never compiled or run).
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
@@ -165,18 +164,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             verbal_feedback = make_simulator(self.config.verbal, **options)
         self.verbal_feedback = verbal_feedback
 
-        text = UnicodeText(MAX_TEXT_CHARS)
         self.action_space = UnicodeText(MAX_TEXT_CHARS)
-        self.observation_space = spaces.Dict(
-            {
-                "task": text,
-                "code": text,
-                "compilation_feedback": text,
-                "execution_feedback": text,
-                "verbal_feedback": text,
-                "turn": spaces.Discrete(max_turns + 2),
-            }
-        )
+        self.observation_space = observation_space(max_turns)
         self._task: Task | None = None
         self._turn = 0
         self._done = True
@@ -320,13 +309,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             return "(no episode: call reset())\n"
         obs = self._last_obs
         task_id = self._task.task_id if self._task else "?"
-        parts = [f"=== {task_id} [{self.config.name}] next turn {obs['turn']} ==="]
-        for key in ("code", "compilation_feedback", "execution_feedback", "verbal_feedback"):
-            if obs[key]:
-                parts.append(f"--- {key} ---\n{obs[key]}")
-        if len(parts) == 1:
-            parts.append(obs["task"])
-        return "\n".join(parts) + "\n"
+        return render_observation(f"{task_id} [{self.config.name}] next turn {obs['turn']}", obs)
 
     def close(self) -> None:
         if self._owns_executor:
@@ -351,11 +334,5 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
     def _observation(self, *, code: str, cf: str, ef: str, vf: str) -> dict[str, Any]:
-        return {
-            "task": self.task.prompt,
-            "code": code,
-            "compilation_feedback": cf,
-            "execution_feedback": ef,
-            "verbal_feedback": vf,
-            "turn": min(self._turn, self.max_turns + 1),
-        }
+        return make_observation(self.task.prompt, min(self._turn, self.max_turns + 1), code=code, compilation_feedback=cf,
+                                execution_feedback=ef, verbal_feedback=vf)

@@ -40,6 +40,7 @@ from .errors import ContextOverflow, ResetNeeded
 from .extract import extract_code
 from .feedback.compilation import compilation_feedback
 from .feedback.execution import retrim_windows, shows_failure, trim_feedback
+from .observation import make_observation
 
 __all__ = [
     "PROTOCOLS",
@@ -111,19 +112,20 @@ def reference_turn(
     if info.get("shown_compiles", True) or config.verbal == "novice":
         return (yield dict(observation))
     # compile fixes: the model sees the compilation feedback alone
-    prompt = {**observation, "execution_feedback": "", "verbal_feedback": ""}
+    task, turn = str(observation["task"]), int(observation["turn"])
+    prompt = make_observation(task, turn, code=str(observation["code"]), compilation_feedback=str(observation["compilation_feedback"]))
     for attempt in range(1, MAX_COMPILE_FIXES + 1):
         reply = yield prompt
         code = extract_code(reply)
         compiles, cf = compilation_feedback(code)
         if compiles or attempt == MAX_COMPILE_FIXES:
             break
-        prompt = {**observation, "code": code, "compilation_feedback": cf, "execution_feedback": "", "verbal_feedback": ""}
+        prompt = make_observation(task, turn, code=code, compilation_feedback=cf)
     if not compiles or attempt == MAX_COMPILE_FIXES:
         return reply
     # the turn goes on with the fixed code and the failed program's execution feedback
     stale_ef = _shown_ef(observation, info)
-    follow_up = {**observation, "code": code, "compilation_feedback": "", "execution_feedback": stale_ef or "", "verbal_feedback": ""}
+    follow_up = make_observation(task, turn, code=code, execution_feedback=stale_ef or "")
     if config.verbal == "expert":
         follow_up["verbal_feedback"] = user_feedback(code) or ""
     elif not shows_failure(stale_ef):

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .observation import TEXT_KEYS
+
 __all__ = [
     "TurnRecord",
     "turn_record",
@@ -33,7 +35,6 @@ __all__ = [
 
 #: File name of the turn log inside a run directory.
 TURNS_FILE = "turns.jsonl"
-_TEXT_FIELDS = ("code", "compilation_feedback", "execution_feedback", "verbal_feedback")
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def turn_record(
     evaluated model's own code and the (unshown) feedback on it. ``info["reference_log"]``,
     when present, fills :attr:`TurnRecord.reference`.
     """
-    texts = {**{k: obs[k] for k in _TEXT_FIELDS}, **dict(info.get("judged") or {})}
+    texts = {**{k: obs[k] for k in TEXT_KEYS}, **dict(info.get("judged") or {})}
     timings = info.get("timings")
     timing_dict = {k: float(v) for k, v in asdict(timings).items()} if timings is not None else {}
     if policy_s is not None:

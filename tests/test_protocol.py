@@ -249,3 +249,18 @@ def test_turn0_samples_must_cover_the_run(task_file, executor, tmp_path):
     broken.write_text('{"task_id": "double/0"}\n', encoding="utf-8")
     with pytest.raises(SamplesError, match="line 1: needs a string 'task_id' and a string 'solution'"):
         _run(tmp_path, "bad2", lambda b: RIGHT, task_file, executor, (env_id("CF"),), turn0=str(broken))
+
+
+def test_static_replay_under_the_reference_protocol(task_file, executor, tmp_path):
+    """Static turns follow the protocol on the reference's frozen feedback: under CF a reference
+    program that compiles is carried over with no call; a reference that passed at turn 0 ends
+    the episode inside reset (its passing code carried, no call)."""
+    reference, _ = _run(tmp_path, "ref-wrong", lambda b: WRONG, task_file, executor, (env_id("CF"),), protocol="always")
+    rows, requests = _run(tmp_path, "static-cf", lambda b: RIGHT, task_file, executor, ("ConvCodeBench-CF-v0",),
+                          env_kwargs={"log": str(tmp_path / "ref-wrong")})
+    assert requests == 0 and [r.turn for r in rows] == list(range(1, 11))
+    assert all(r.model_calls == 0 and r.code == reference[0].code and not r.passed for r in rows)
+    _run(tmp_path, "ref-right", lambda b: RIGHT, task_file, executor, (env_id("CF"),), protocol="always")
+    rows, requests = _run(tmp_path, "static-solved", lambda b: WRONG, task_file, executor, ("ConvCodeBench-CF-v0",),
+                          env_kwargs={"log": str(tmp_path / "ref-right")})
+    assert requests == 0 and [(r.turn, r.passed, r.model_calls, r.episode_end) for r in rows] == [(1, True, 0, "reference_passed")]
