@@ -193,6 +193,9 @@ def test_suite_timeout_texts():
     )
     with pytest.raises(ValueError, match="feedback style must be one of"):
         execution_feedback(stopped, "full", style="terse")  # type: ignore[arg-type]
+    # our per-test limit also stops the run: the reference's single suite timer gave no details either
+    per_test = ExecutionResult(tests=(TestResult("test_a", Outcome.TIMEOUT, "TimeoutError: ..."),), limits_hit=("test_timeout",))
+    assert execution_feedback(per_test, "full") == "" and execution_feedback(per_test, "full", style="rich").startswith("TEST_A\n")
 
 
 def test_compile_error_feedback_is_the_reference_text():

@@ -18,7 +18,8 @@ Two styles of the same facts (``FEEDBACK_STYLES``):
 * ``"reference"`` (default): the text the reference's model saw. The program and the tests
   ran as module ``__test__``, which exists nowhere on disk, so frames of ``__test__.py``
   show no source lines (library frames keep theirs); a crash outside the tests is ``ALL``
-  and ``str(exception)`` alone; a suite stopped by its time limit gives an empty text; code
+  and ``str(exception)`` alone; a run stopped by a time limit (per test or per suite: the
+  reference had one timer for the suite) gives an empty text; code
   that does not compile gets ``ALL`` and its SyntaxError's text, as the reference's run of
   it reported (``expected ':' (__test__.py, line 3)``).
 * ``"rich"``: source lines in every frame, the whole traceback of a crash, a block per test
@@ -71,6 +72,8 @@ FEEDBACK_STYLES: tuple[str, ...] = ("reference", "rich")
 #: The name of the block that reports a failure outside any test.
 CRASH_BLOCK = "ALL"
 _MODULE_FILE = f'  File "{MODULE_NAME}.py"'
+#: Limits that stop a run by time (per test or whole suite): the reference had one suite timer.
+_TIMEOUT_LIMITS = frozenset({"suite_timeout", "test_timeout"})
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?:: (.*))?$", re.DOTALL)
 
 # Reference order: unittest's failures list, then its errors list. Tests that never
@@ -210,8 +213,8 @@ def execution_feedback(
         return PASSED_ALL_TEST_RUNS
     if coverage not in ("full", "partial"):
         raise ValueError(f"coverage must be 'full' or 'partial', got {coverage!r}")
-    if style == "reference" and "suite_timeout" in result.limits_hit:
-        return ""  # the reference's run reports a timeout with no details
+    if style == "reference" and (result.timed_out or _TIMEOUT_LIMITS.intersection(result.limits_hit)):
+        return ""  # the reference's one suite timer: a run stopped by time reports no details
     if coverage == "partial":
         if visible_tests is None:
             raise ValueError("partial coverage needs visible_tests (the task's first 3 test methods)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from ..context import TurnContext
+from ..compilation import NO_SYNTAX_ERRORS
 from ..execution import shows_failure
 from .rules import Expertise
 
@@ -131,7 +132,7 @@ def _example(expertise: Expertise, with_ef: bool) -> str:
         pairs = [
             ("Task", _EXAMPLE_TASK),
             ("Previous Code", _EXAMPLE_CODE),
-            ("Compilation Feedback", "No syntax errors"),
+            ("Compilation Feedback", NO_SYNTAX_ERRORS),
             ("Execution Feedback", _EXAMPLE_EF),
         ]
         reasoning = "The test shows the numbers in the reverse order."
