@@ -261,8 +261,8 @@ def trim_feedback(
         window = 1
     else:
         window = len(lines) // 2
-    front = "\n".join(lines[:window])[:front_chars] if front_chars > 0 else ""
-    rear = "\n".join(lines[-window:])[-rear_chars:] if rear_chars > 0 else ""
+    front = "\n".join(lines[:window])[:front_chars]
+    rear = "\n".join(lines[-window:])[-rear_chars:]  # as the reference slices: a 0 back window keeps it whole
     return front + "\n...\n" + rear
 
 
