@@ -418,7 +418,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
 
     def _protocol_facts(self, row: TurnRecord) -> dict[str, Any]:
         """What the reference protocol decides on for the frozen turn ``row`` in view."""
-        ef = row.execution_feedback if self.config.execution != "none" else None
+        ef = row.execution_feedback if self._feedback_shown(row)["execution"] else None
         return {
             "shown_compiles": row.compile_ok,
             "actionable": actionable(self.config, passed=row.passed, compile_ok=row.compile_ok, execution_feedback=ef,
@@ -426,8 +426,11 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         }
 
     def _feedback_shown(self, row: TurnRecord) -> dict[str, Any]:
+        # EF is shown for every program that compiled (an empty text is a timeout's), and for one
+        # that did not when the log holds its text (the reference's style)
+        ef_shown = self.config.execution != "none" and (row.compile_ok or bool(row.execution_feedback))
         return {
             "compilation": True,
-            "execution": self.config.execution if row.execution_feedback else None,
+            "execution": self.config.execution if ef_shown else None,
             "verbal": self.config.verbal if row.verbal_feedback else None,
         }
