@@ -81,7 +81,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         max_reply_chars: longer replies are a failed turn with an explanation.
         feedback_style: ``"reference"`` (default): the execution feedback text the reference's
             model saw (no source lines in frames of ``__test__.py``, ``ALL`` and the exception's
-            message for a crash outside the tests, an empty text after a suite timeout, and EF
+            message for a crash outside the tests, an empty text after a timeout, and EF
             for code that does not compile: ``ALL`` and its SyntaxError's text); ``"rich"``:
             source lines and whole tracebacks, a block per timed-out test, no EF for code that
             does not compile (see :mod:`~convcodeworld_gym.feedback.execution`).
