@@ -264,3 +264,33 @@ def test_static_replay_under_the_reference_protocol(task_file, executor, tmp_pat
     rows, requests = _run(tmp_path, "static-solved", lambda b: WRONG, task_file, executor, ("ConvCodeBench-CF-v0",),
                           env_kwargs={"log": str(tmp_path / "ref-right")})
     assert requests == 0 and [(r.turn, r.passed, r.model_calls, r.episode_end) for r in rows] == [(1, True, 0, "reference_passed")]
+
+
+def test_wrapper_steps_are_model_calls(task_file, executor):
+    """The RL view: every ReferenceProtocol step is one model call; inside a turn the observation
+    is the compile-fix prompt (CF alone), then the follow-up with the failed program's EF."""
+    import gymnasium as gym
+
+    from convcodeworld_gym.protocol import ReferenceProtocol
+
+    env = ReferenceProtocol(gym.make(env_id("CF-EF_full"), dataset=task_file, executor=executor, max_turns=2))
+    obs, info = env.reset(options={"task_id": "double/0"})
+    assert info["turns"] == [] and obs["turn"] == 0
+    obs, reward, terminated, truncated, info = env.step(BROKEN)  # turn 0 judged: does not compile
+    assert [t["info"]["turn"] for t in info["turns"]] == [0] and reward == 0.0 and not (terminated or truncated)
+    assert obs["compilation_feedback"].startswith("Traceback") and obs["execution_feedback"] == ""  # CF alone
+    obs, _, _, _, info = env.step(BROKEN)  # a fix that does not compile: still inside turn 1
+    assert info["turns"] == [] and obs["compilation_feedback"].startswith("Traceback")
+    obs, _, _, _, info = env.step(WRONG)  # compiles: the follow-up shows the failed program's EF
+    assert info["turns"] == [] and obs["code"] == extract(WRONG) and obs["compilation_feedback"] == ""
+    assert obs["execution_feedback"] == "ALL\nexpected ':' (__test__.py, line 1)\n"
+    obs, reward, terminated, truncated, info = env.step(RIGHT)  # the follow-up's reply is turn 1's program
+    assert [(t["info"]["turn"], t["model_calls"], t["reward"]) for t in info["turns"]] == [(1, 3, 1.0)]
+    assert terminated and reward == 1.0
+    env.close()
+
+
+def extract(reply: str) -> str:
+    from convcodeworld_gym.extract import extract_code
+
+    return extract_code(reply)
