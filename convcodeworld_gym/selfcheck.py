@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .sandbox import ExecutionResult, Executor
-from .sandbox.needs import Lacking, choose_tasks, summarize
+from .sandbox.needs import Lacking, choose_tasks, nltk_download_command, summarize
 from .sandbox.runtime import pypi_name
 from .tasks import TaskSet
 
@@ -42,7 +42,7 @@ def classify_failure(result: ExecutionResult, lacking: tuple[str, ...] = (), pyt
         return "missing library", ", ".join(f"{m} ({python} -m pip install {pypi_name(m.split('.')[0])})" for m in names)
     if "LookupError" in texts and "nltk" in texts:
         names = sorted(set(re.findall(r"nltk\.download\('([\w.-]+)'\)", texts))) or ["?"]
-        return "data files", f"NLTK data {', '.join(names)} ({python} -m nltk.downloader {' '.join(names)})"
+        return "data files", f"NLTK data {', '.join(names)} ({nltk_download_command(python, names)})"
     if result.limits_hit and any("timeout" in limit for limit in result.limits_hit):
         return "timeout", ", ".join(result.limits_hit)
     if "memory_limit" in result.limits_hit:

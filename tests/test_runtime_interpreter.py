@@ -138,6 +138,9 @@ def test_nltk_data_is_checked_in_the_runtime_and_read_from_its_prefix(nltk_runti
     assert cli_main(argv) == 0  # left out (nothing run): the runtime lacks the data
     out = capsys.readouterr().out
     assert "selfcheck" in out and "0/0" in out and "NLTK data 'stopwords'" in out and str(nltk_runtime) in out
+    assert cli_main([*argv, "--task-ids", task.task_id]) == 1  # asked for by id: run, fails, and says why
+    out = capsys.readouterr().out
+    assert "data files: 1" in out and f"-m nltk.downloader -d {nltk_runtime}/nltk_data stopwords" in out, out
     corpus = nltk_runtime / "nltk_data" / "corpora" / "stopwords"
     corpus.mkdir(parents=True)
     (corpus / "english").write_text("a\nthe\n")

@@ -14,6 +14,7 @@ Holds:
     nltk_data_needed   the NLTK resources a task's solution or tests use, read from their text
     Lacking            what one task lacks: modules and NLTK data; its note for the feedback
     RuntimeProbe       asks an interpreter which modules and data it lacks (answers cached); install advice
+    nltk_download_command  the command that puts NLTK data where a runtime's runs find it
     select_runnable    a task set without the tasks whose needs the runtime does not meet, and what they lack
     summarize          what tasks lack, most needed first
     choose_tasks       the tasks an env or a run plays: a default set without them (one warning), asked-for ids with them
@@ -43,7 +44,7 @@ from .local import child_env
 from .runtime import pypi_name
 
 __all__ = ["NLTK_DATA", "nltk_data_needed", "Lacking", "RuntimeProbe", "select_runnable", "choose_tasks", "left_out_warning",
-           "RUNTIME_INSTALL_COMMAND", "LOGGER", "warn_once", "summarize"]
+           "RUNTIME_INSTALL_COMMAND", "LOGGER", "warn_once", "summarize", "nltk_download_command"]
 
 LOGGER = logging.getLogger("convcodeworld_gym")
 
@@ -217,12 +218,21 @@ class RuntimeProbe:
         if modules:
             advice.append(f"{self.python} -m pip install {' '.join(dict.fromkeys(pypi_name(m) for m in modules))}")
         if data:
-            advice.append(f"{self.python} -m nltk.downloader -d {os.path.dirname(os.path.dirname(self.python))}/nltk_data "
-                          + " ".join(data) + " (needs internet)")
+            advice.append(nltk_download_command(self.python, data) + " (needs internet)")
         text = "; ".join(advice)
         if bigcodebench and modules:
             text = f"`{RUNTIME_INSTALL_COMMAND}` (the pinned BigCodeBench runtime, in its own venv), or {text}"
         return text
+
+
+def nltk_download_command(python: str, resources: Iterable[str]) -> str:
+    """The command that downloads NLTK ``resources`` where runs of ``python`` find them: ``<prefix>/nltk_data``
+    (a run's ``HOME`` is its empty work dir, so ``~/nltk_data`` is never seen).
+
+    >>> nltk_download_command("/opt/rt/bin/python", ["punkt", "stopwords"])
+    '/opt/rt/bin/python -m nltk.downloader -d /opt/rt/nltk_data punkt stopwords'
+    """
+    return f"{python} -m nltk.downloader -d {os.path.dirname(os.path.dirname(python))}/nltk_data {' '.join(resources)}"
 
 
 def select_runnable(tasks: TaskSet, probe: RuntimeProbe | None) -> tuple[TaskSet, dict[str, Lacking]]:
