@@ -2,11 +2,12 @@
 
 Subcommands:
     demo              play a few episodes with the canonical solution and with a wrong-then-right
-                      policy, printing every turn (works offline on HumanEval)
+                      policy, printing every turn (offline: --dataset humaneval)
     evaluate          run a policy on every task of one or more ids, log every turn, print the report
                       (logic: :mod:`.evaluate`, :mod:`.policies`)
     report            print and write the tables and plot of a run directory (logic: :mod:`.report`)
     selfcheck         run every canonical solution of a task set in the sandbox; pass rate and why each failure failed
+    runtime           build a task set's pinned runtime in its own venv (``runtime install bigcodebench``)
     import-reference  convert the reference implementation's result files into a turn log
     correlate         Spearman correlation of live vs static (ConvCodeBench) MRR and Recall rankings
 """
@@ -33,6 +34,7 @@ from .registration import LIVE_IDS, env_id
 from .report import write_report
 from .sandbox import Executor, Limits, SandboxExecutor
 from .sandbox.confine import Level
+from .sandbox.runtimes import KNOWN_RUNTIMES, RUNTIME_PYTHON_ENV, RUNTIMES_DIR_ENV, install_runtime, resolve_runtime, runtimes_dir
 from .tasks import BIGCODEBENCH_ENV, Task
 
 __all__ = ["main", "build_parser"]
@@ -61,9 +63,7 @@ def _play(env: gym.Env, task_id: str, replies: Callable[[Task, int], str], out=s
 
 def cmd_demo(args: argparse.Namespace) -> int:
     dataset = args.dataset or default_dataset()[0]
-    kwargs = {"dataset": dataset, "max_turns": args.max_turns}
-    if dataset == "bigcodebench":
-        kwargs["stdlib_only"] = True
+    kwargs = {"dataset": dataset, "max_turns": args.max_turns, "runtime": args.runtime}
     env = gym.make(env_id(args.feedback), **kwargs)
     try:
         tasks = env.unwrapped.tasks  # type: ignore[attr-defined]
@@ -105,21 +105,41 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
     from .selfcheck import run_selfcheck
     from .tasks import load_tasks
 
-    tasks = load_tasks(args.dataset, stdlib_only=args.stdlib_only, limit=args.limit)
-    with SandboxExecutor(workers=args.workers, require=args.require) as executor:
-        report = run_selfcheck(tasks, executor)
+    ids = [t.strip() for t in args.task_ids.split(",") if t.strip()] if args.task_ids else None
+    tasks = load_tasks(args.dataset, ids=ids, stdlib_only=args.stdlib_only)
+    with SandboxExecutor(workers=args.workers, require=args.require, runtime=args.runtime) as executor:
+        report = run_selfcheck(tasks, executor, by_id=ids is not None, limit=args.limit, progress=not args.no_progress)
     print(report.render())
     return 0 if report.passed == report.total else 1
+
+
+def _add_runtime(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runtime", default=None, help=(
+        "the interpreter that runs the programs: a python executable, a venv dir, or 'bigcodebench' (see "
+        f"`convcodeworld runtime install`); default ${RUNTIME_PYTHON_ENV}, else the installed BigCodeBench runtime, "
+        "else this interpreter"))
+
+
+def cmd_runtime(args: argparse.Namespace) -> int:
+    if args.action == "where":
+        print(resolve_runtime(None) or f"{sys.executable} (this interpreter: no runtime installed or configured)")
+        return 0
+    python = install_runtime(args.name, target=args.dir, python=args.python, requirements=args.requirements,
+                             nltk_data=not args.no_nltk_data)
+    if args.dir is not None:
+        print(f"use it with --runtime {Path(args.dir)} (or ${RUNTIME_PYTHON_ENV}={python})")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convcodeworld", description="ConvCodeWorld / ConvCodeBench environments.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="play a few episodes with scripted policies and print each turn")
-    demo.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench stdlib if ${BIGCODEBENCH_ENV} is set, else humaneval)")
+    demo.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
     demo.add_argument("--feedback", default="CF-EF_full", help=f"feedback combination (ids: {', '.join(LIVE_IDS)})")
     demo.add_argument("--episodes", type=int, default=3, help="number of tasks to play")
     demo.add_argument("--max-turns", type=int, default=10)
+    _add_runtime(demo)
     demo.set_defaults(func=cmd_demo)
     _add_evaluate(sub)
     rep = sub.add_parser("report", help="print and write the tables (Markdown, CSV) and the plot (PNG) of a run")
@@ -147,10 +167,24 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("selfcheck", help="run every canonical solution of a task set; report pass rate and failure reasons")
     check.add_argument("--dataset", default="humaneval", help="humaneval, bigcodebench or a task file")
     check.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
+    check.add_argument("--task-ids", help="comma-separated task ids (run even when the runtime lacks what they need)")
     check.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    check.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_runtime(check)
     check.add_argument("--workers", type=int, default=None, help="sandbox workers (default: CPUs)")
     check.add_argument("--require", default=None, choices=[level.value for level in Level], help="fail unless this confinement level is reached")
     check.set_defaults(func=cmd_selfcheck)
+
+    rt = sub.add_parser("runtime", help="build a task set's pinned runtime in its own venv, or show the one in use",
+                        description=f"install NAME: build the runtime in its own venv under {runtimes_dir()} "
+                        f"(${RUNTIMES_DIR_ENV}), where the env finds it without flags. where: print the runtime in use.")
+    rt.add_argument("action", choices=("install", "where"))
+    rt.add_argument("name", nargs="?", default="bigcodebench", choices=sorted(KNOWN_RUNTIMES))
+    rt.add_argument("--dir", default=None, help="build it here instead (then pass --runtime DIR)")
+    rt.add_argument("--python", default=None, help="the Python that makes the venv (default: this one's base; 3.10 or 3.11)")
+    rt.add_argument("--requirements", default=None, help="requirements file (default: envs/<name>/requirements.txt)")
+    rt.add_argument("--no-nltk-data", action="store_true", help="do not download NLTK data")
+    rt.set_defaults(func=cmd_runtime)
     return parser
 
 
@@ -171,7 +205,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("ids", nargs="*", help="env ids or combinations (CF-EF_full); default: all 9 ConvCodeWorld ids")
     data = ev.add_argument_group("tasks")
-    data.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: the standard-library BigCodeBench tasks if ${BIGCODEBENCH_ENV} is set, else humaneval)")
+    data.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub; tasks the runtime cannot serve are left out with a warning)")
     data.add_argument("--stdlib-only", action="store_true", default=None, help="only tasks needing nothing but the standard library")
     data.add_argument("--task-ids", help="comma-separated task ids")
     data.add_argument("--limit", type=int, help="first N tasks only")
@@ -214,6 +248,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--no-report", action="store_true", help="do not print and write the report at the end")
     _add_compensate_init(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_runtime(run)
     ev.set_defaults(func=cmd_evaluate)
 
 
@@ -295,7 +330,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / _slug(f"{policy.name}-{Path(tasks_label).name}"))
     print(f"run directory: {out}" + ("   [SYNTHETIC coder: numbers are no claim about any model]" if policy.synthetic else ""))
     limits = Limits(suite_timeout_s=args.suite_timeout, test_timeout_s=args.test_timeout)
-    executor = _ray_executor(args.ray, limits) if args.ray is not None else SandboxExecutor(limits)
+    if args.ray is not None and args.runtime is not None:
+        raise ValueError("--runtime applies to the local sandbox; with --ray each node runs its own interpreter")
+    executor = _ray_executor(args.ray, limits) if args.ray is not None else SandboxExecutor(limits, runtime=args.runtime)
     try:
         summary = run_evaluation(
             config, policy, out, executor=executor, progress=None if args.no_progress else run_evaluation.__kwdefaults__["progress"]

@@ -13,6 +13,8 @@ Holds:
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,8 +32,9 @@ from .feedback.execution import FEEDBACK_STYLES, FeedbackStyle, compile_error_fe
 from .observation import OBSERVATION_KEYS, make_observation, observation_space, render_observation
 from .protocol import actionable
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
+from .sandbox.needs import Lacking, choose_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
-from .tasks import DatasetSpec, Task, TaskSet, load_tasks
+from .tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks
 
 __all__ = ["ConvCodeWorldEnv", "Timings", "OBSERVATION_KEYS", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_REPLY_CHARS"]
 
@@ -66,7 +69,16 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
     Args:
         feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
         dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks.
-        task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`).
+        task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`). Without ``task_ids``
+            (a default set), tasks whose solution or tests need modules or NLTK data the executor's runtime
+            lacks are left out, with one logged warning naming them and the install command; tasks asked
+            for by id always stay, and ``info["missing_modules"]`` / ``info["missing_data"]`` name what they
+            lack (their execution feedback starts with a note saying so).
+        strict_runtime: raise :class:`~convcodeworld_gym.errors.MissingRuntimeDependencies` instead when any
+            selected task needs what the runtime lacks.
+        runtime: the interpreter the default executor runs programs with (a Python executable, a venv dir, or
+            ``"bigcodebench"`` once ``convcodeworld runtime install bigcodebench`` has built it); see
+            :mod:`~convcodeworld_gym.sandbox.runtimes` for the default. Not with ``executor=``.
         executor: runs the tests. An :class:`Executor` is shared: the env never closes it (pass
             one to several envs, e.g. ``gym.make_vec(id, n, executor=ex)``). A zero-argument
             callable returning an Executor is called once and the result is owned (and closed)
@@ -93,6 +105,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
     Action: the model's raw reply, or bare code (any ``str``).
 
+    Attributes: ``tasks`` (the task set played), ``missing`` (task id -> what the runtime lacks of its
+    needs: the tasks left out of a default set, or those asked for by id that cannot pass here).
+
     >>> env = ConvCodeWorldEnv("CF-EF_full", dataset="humaneval")
     >>> obs, info = env.reset(seed=0, options={"task_id": "HumanEval/0"})
     >>> obs["turn"], info["task_id"]
@@ -111,11 +126,13 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
     def __init__(
         self,
         feedback: str | FeedbackConfig = "CF",
-        dataset: DatasetSpec = "bigcodebench",
+        dataset: DatasetSpec = DEFAULT_DATASET,
         *,
         task_ids: list[str] | tuple[str, ...] | None = None,
         stdlib_only: bool = False,
         limit: int | None = None,
+        strict_runtime: bool = False,
+        runtime: str | os.PathLike[str] | None = None,
         executor: Executor | Callable[[], Executor] | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         verbal_feedback: VerbalFeedback | None = None,
@@ -144,18 +161,29 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
 
-        self.tasks: TaskSet = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only, limit=limit)
-        if len(self.tasks) == 0:
-            raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit")
+        tasks = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only)
         self.max_turns = max_turns
         self.max_reply_chars = max_reply_chars
         self.render_mode = render_mode
+        if runtime is not None and executor is not None:
+            raise ValueError("pass runtime= or executor=, not both (give the executor its runtime: SandboxExecutor(runtime=...))")
         self._owns_executor = not isinstance(executor, Executor)
         if executor is None:
-            executor = SandboxExecutor
+            executor = functools.partial(SandboxExecutor, runtime=runtime)
         self.executor: Executor = executor if isinstance(executor, Executor) else executor()
         if not isinstance(self.executor, Executor):
             raise TypeError(f"executor must be an Executor or a callable returning one, got {type(self.executor).__name__}")
+        try:
+            tasks, self.missing = choose_tasks(tasks, self.executor.runtime_probe(), by_id=task_ids is not None,
+                                               strict=strict_runtime)
+            self.tasks: TaskSet = tasks.subset(limit=limit) if limit is not None else tasks
+            if len(self.tasks) == 0:
+                raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit "
+                                 "(and the warning above on tasks left out for what the runtime lacks)")
+        except BaseException:
+            if self._owns_executor:
+                self.executor.close()
+            raise
         self._owns_verbal_feedback = verbal_feedback is None and self.config.verbal != "none"
         if self._owns_verbal_feedback:
             from .feedback.verbal import make_simulator  # the LLM client is only imported when needed
@@ -230,6 +258,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
         ef: str | None = None
         untrimmed: str | None = None
+        lacking = self.missing.get(task.task_id, Lacking())
         if self.config.execution != "none" and compile_ok:
             untrimmed = execution_feedback(
                 result, self.config.execution, task.test_names[:PARTIAL_TEST_COUNT], trim=False, style=self.feedback_style
@@ -238,6 +267,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             untrimmed = compile_error_feedback(build_program(task, code), task.test)  # the reference ran it anyway
         if untrimmed is not None:
             ef = trim_feedback(untrimmed)
+            if lacking:  # a task asked for by id whose needs this runtime does not meet: say so first
+                ef = lacking.note() + "\n" + ef
         self._last_judged = (ef, result)
         vf: str | None = None
         verbal: VerbalReply | str | None = None
@@ -266,6 +297,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             # Dict entries stay dicts ({} when not applicable): vector envs batch an info key by its type.
             "confinement": _confinement_info(result.details.get("confinement")),  # what the sandbox achieved
             "judge": result.details.get("judge"),  # split or inprocess
+            # What the runtime lacks of this task's needs (a task asked for by id; default sets leave such tasks out).
+            "missing_modules": list(lacking.modules),
+            "missing_data": list(lacking.data),
             "feedback_shown": {
                 "compilation": True,
                 "execution": self.config.execution if ef is not None else None,

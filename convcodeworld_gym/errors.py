@@ -12,6 +12,7 @@ Holds:
     ExecutorError        the executor itself failed (never raised for bad *model* code)
     SimulatorError       the LLM user simulator's endpoint failed after its retries (names endpoint and status)
     ResetNeeded          ``step`` called before ``reset`` or after the episode ended
+    MissingRuntimeDependencies  tasks need modules or data files the runtime lacks (``strict_runtime=True``)
     ReferenceLogError    a ConvCodeBench reference log (or reference result file) lacks a task,
                          a turn or a field, or is inconsistent
     ContextOverflow      a policy's model rejected a prompt as longer than its context
@@ -32,6 +33,7 @@ __all__ = [
     "ReferenceLogError",
     "ContextOverflow",
     "SamplesError",
+    "MissingRuntimeDependencies",
 ]
 
 
@@ -104,3 +106,9 @@ class ContextOverflow(ConvCodeWorldError):
 
 class SamplesError(ConvCodeWorldError, ValueError):
     """A BigCodeBench samples file (``--turn0``) is missing, malformed, or lacks a task of the run."""
+
+
+class MissingRuntimeDependencies(ConvCodeWorldError):
+    """Tasks need modules or data files (NLTK corpora) that the runtime running their tests lacks, and
+    ``strict_runtime=True`` asked for an error instead of leaving them out (or running them to fail).
+    The message names the tasks, what they lack and the command that installs it."""

@@ -42,7 +42,8 @@ from .records import TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_
 from .registration import LIVE_IDS
 from .samples import load_samples, samples_digest
 from .sandbox import Executor, Limits, SandboxExecutor
-from .tasks import BIGCODEBENCH_ENV, Task, TaskSet, load_tasks
+from .sandbox.needs import choose_tasks
+from .tasks import DEFAULT_DATASET, Task, TaskSet, load_tasks
 
 __all__ = [
     "EvalConfig",
@@ -66,9 +67,9 @@ class RunConfigMismatch(ConvCodeWorldError):
 
 
 def default_dataset() -> tuple[str, bool]:
-    """The offline default: ``("bigcodebench", True)`` (its standard-library tasks) when
-    ``$CONVCODEWORLD_BIGCODEBENCH_PATH`` is set, else ``("humaneval", False)``."""
-    return ("bigcodebench", True) if os.environ.get(BIGCODEBENCH_ENV) else ("humaneval", False)
+    """The default task set, the same as ``gym.make``'s and ``demo``'s: ``(DEFAULT_DATASET, False)`` (all of
+    BigCodeBench; tasks whose needs the runtime does not meet are left out with a warning)."""
+    return DEFAULT_DATASET, False
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class EvalConfig:
     """
 
     ids: tuple[str, ...] = LIVE_IDS
-    dataset: str = "humaneval"
+    dataset: str = DEFAULT_DATASET
     task_ids: tuple[str, ...] | None = None
     stdlib_only: bool = False
     limit: int | None = None
@@ -375,32 +376,41 @@ def run_evaluation(
         LLMError and other errors of the policy or env: the run stops; what is written stays.
     """
     run_dir = Path(run_dir)
-    tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only, limit=config.limit)
-    if len(tasks) == 0:
-        raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
-    samples = load_samples(config.turn0) if config.turn0 is not None else None
-    if samples is not None:
-        missing = [t.task_id for t in tasks if t.task_id not in samples]
-        if missing:
-            raise SamplesError(
-                f"the turn-0 samples {config.turn0} lack {len(missing)} task(s) of the run, e.g. {', '.join(missing[:3])}; "
-                "pass samples of every task, or select the tasks they cover (--task-ids / --limit)"
-            )
-    _prepare_dir(run_dir, run_metadata(config, tasks, policy, executor))
+    tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only)
+    owns_executor = executor is None
+    shared = executor if executor is not None else SandboxExecutor()
+    try:  # a default set leaves out, with one warning, the tasks whose needs the runtime does not meet
+        tasks, _ = choose_tasks(tasks, shared.runtime_probe(), by_id=config.task_ids is not None,
+                                strict=bool(config.env_kwargs.get("strict_runtime")))
+        tasks = tasks.subset(limit=config.limit) if config.limit is not None else tasks
+        if len(tasks) == 0:
+            raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
+        samples = load_samples(config.turn0) if config.turn0 is not None else None
+        if samples is not None:
+            missing = [t.task_id for t in tasks if t.task_id not in samples]
+            if missing:
+                raise SamplesError(
+                    f"the turn-0 samples {config.turn0} lack {len(missing)} task(s) of the run, e.g. {', '.join(missing[:3])}; "
+                    "pass samples of every task, or select the tasks they cover (--task-ids / --limit)"
+                )
+        _prepare_dir(run_dir, run_metadata(config, tasks, policy, executor))
+    except BaseException:
+        if owns_executor:
+            shared.close()
+        raise
     summary = RunSummary(run_dir)
     passed_before: dict[str, int] = {}
     if (run_dir / TURNS_FILE).exists():
         for row in iter_jsonl(run_dir / TURNS_FILE):
             if row.get("passed"):
                 passed_before[row["feedback"]] = passed_before.get(row["feedback"], 0) + 1
-    owns_executor = executor is None
-    shared = executor if executor is not None else SandboxExecutor()
     writer = EpisodeLogWriter(run_dir)
     try:
         for env_id in config.ids:
             feedback = combination_of(env_id)
             kwargs: dict[str, Any] = {
                 "dataset": tasks,
+                "task_ids": list(tasks.ids) if config.task_ids is not None else None,  # asked-for tasks always run
                 "max_turns": config.max_turns,
                 "executor": shared,
                 "feedback_style": config.feedback_style,
