@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import select
+import sys
 import threading
 import time
 from dataclasses import asdict, replace
@@ -27,7 +28,9 @@ from .launch import Launcher, LocalLauncher, WorkerProcess
 from .local import MODULE_NAME, assemble
 from .profile import ProfileStore, TaskProfile, TimePolicy, profile_key
 from .result import ExecutionResult
-from .runtime import installed_preload, missing_modules, network_policy, runtime_fingerprint
+from .needs import Lacking, RuntimeProbe
+from .runtime import HEAVY_MODULES, installed_preload, network_policy, runtime_fingerprint
+from .runtimes import resolve_runtime
 
 __all__ = ["SandboxExecutor", "WorkerDied"]
 
@@ -159,7 +162,10 @@ class SandboxExecutor(Executor):
         profiles: where profiles live (default: in memory).
         cache: True (a fresh :class:`ResultCache`), a cache to share, or False to switch caching off.
         preload: modules every worker imports up front (default: the installed ones of numpy, pandas, matplotlib).
-        python: the interpreter of local workers (default: this one).
+        runtime: the interpreter that runs the programs (:mod:`.runtimes`): a Python executable, a venv dir, or
+            an installed runtime's name (``"bigcodebench"``). Default: ``$CONVCODEWORLD_RUNTIME_PYTHON``, else
+            the installed BigCodeBench runtime, else this interpreter. It needs nothing of this project installed.
+        python: the same as ``runtime=`` given a Python executable (kept for compatibility).
         launcher: where workers run (default: :class:`~.launch.LocalLauncher`, child processes of this one;
             :class:`~.docker.DockerExecutor` passes a container launcher).
 
@@ -184,6 +190,7 @@ class SandboxExecutor(Executor):
         profiles: ProfileStore | None = None,
         cache: ResultCache | bool = True,
         preload: tuple[str, ...] | None = None,
+        runtime: str | os.PathLike[str] | None = None,
         python: str | None = None,
         launcher: Launcher | None = None,
     ) -> None:
@@ -198,13 +205,19 @@ class SandboxExecutor(Executor):
         self.time_policy = time_policy or TimePolicy(cap_s=max(TimePolicy().floor_s, self.limits.suite_timeout_s))
         self.profiles = profiles if profiles is not None else ProfileStore()
         self.cache: ResultCache | None = ResultCache() if cache is True else (cache or None)
-        self.preload = installed_preload() if preload is None else tuple(preload)
         n = workers if workers is not None else self.default_concurrency()
         if n <= 0:
             raise ValueError(f"workers must be > 0, got {n}")
-        if launcher is not None and python is not None:
-            raise ValueError("pass python= or launcher=, not both (a launcher chooses its own interpreter)")
-        self._launcher = launcher or LocalLauncher(python)
+        if sum(x is not None for x in (launcher, python, runtime)) > 1:
+            raise ValueError("pass one of runtime=, python= or launcher= (a launcher chooses its own interpreter)")
+        self._launcher = launcher or LocalLauncher(python or resolve_runtime(runtime))
+        probe = self._launcher.probe()
+        if preload is not None:
+            self.preload = tuple(preload)
+        elif probe is None or probe.python == sys.executable:
+            self.preload = installed_preload()
+        else:  # a runtime of its own: what it holds, not what this interpreter holds
+            self.preload = tuple(m for m in HEAVY_MODULES if not probe.lacking_modules([m.split(".")[0]]))
         self._workers = [_Worker(i, self.settings, self.preload, self._launcher) for i in range(n)]
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         for worker in self._workers:
@@ -230,10 +243,16 @@ class SandboxExecutor(Executor):
         finally:
             self._idle.put(worker)
 
+    def runtime_probe(self) -> RuntimeProbe | None:
+        """Asks the workers' interpreter what it lacks (None for workers in a container)."""
+        return self._launcher.probe()
+
     def fingerprint(self) -> str:
         """Runtime fingerprint: interpreter, library versions, confinement level and sandbox settings."""
         if self._fingerprint is None:
             where = self._launcher.runtime()  # e.g. the image: the runtime is not only this interpreter
+            probe = self._launcher.probe()
+            where += f"|{probe.python}|{probe.identity()}" if probe is not None else ""  # the runs' interpreter and libraries
             self._fingerprint = runtime_fingerprint(f"{self.confinement.get('level')}|{self.settings}" + (f"|{where}" if where else ""))
         return self._fingerprint
 
@@ -348,14 +367,15 @@ class SandboxExecutor(Executor):
 
     def _execute(self, task: Task, program: str, mode: Mode, limits: Limits) -> ExecutionResult:
         started = time.monotonic()
-        lacking = missing_modules(task) if self._launcher.host_runtime else ()  # else the worker's import tells
+        probe = self._launcher.probe()  # None: the worker's import tells
+        lacking = probe.lacking_one(task) if probe is not None else Lacking()
         network = network_policy(task)
         job = {
             "program": program, "test": task.test, "prelude": task.header, "entry_point": task.entry_point,
             "module": MODULE_NAME, "test_class": TEST_CLASS, "mode": mode.value,
             "limits": {"suite_timeout_s": limits.suite_timeout_s, "test_timeout_s": limits.test_timeout_s,
                        "max_code_chars": limits.max_code_chars},
-            "preload": sorted(m for m in task.third_party_modules if m not in lacking),
+            "preload": sorted(m for m in task.third_party_modules if m not in lacking.modules),
             "network": network,
         }
         worker = self._idle.get()
@@ -378,8 +398,10 @@ class SandboxExecutor(Executor):
         if "worker_error" in reply:
             raise ExecutorError(f"sandbox worker {worker.slot} failed: {reply['worker_error']}")
         result = assemble(task.test_names, reply["events"], reply["stop_reason"], reply["exit_desc"], limits)
-        if lacking:
-            details["missing_modules"] = list(lacking)
+        if lacking.modules:
+            details["missing_modules"] = list(lacking.modules)
+        if lacking.data:
+            details["missing_data"] = list(lacking.data)
         details["run_s"] = reply.get("run_s")
         limits_hit = result.limits_hit
         if reply.get("oom_kills"):  # the kernel ended processes of this run at its container's memory limit

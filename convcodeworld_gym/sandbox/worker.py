@@ -1,7 +1,8 @@
 """A warm sandbox worker: a long-lived process that forks one confined child per execution.
 
-Started by :class:`~convcodeworld_gym.sandbox.pool.SandboxExecutor` as
-``python -s -m convcodeworld_gym.sandbox.worker CONFIG_JSON`` with a scrubbed environment. At start
+Started by :class:`~convcodeworld_gym.sandbox.pool.SandboxExecutor` as ``python -s -c BOOT CONFIG_JSON``
+(:func:`.launch.worker_boot`: the runtime interpreter, this package's sandbox code only, the standard
+library only) with a scrubbed environment. At start
 it confines itself as far as it can (see :mod:`.confine`), imports the heavy libraries it was told
 to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line on stdin), it:
 
@@ -50,6 +51,7 @@ from . import cgroup, confine, landlock, memory, reap, seccomp, sweep
 from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
+from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
 from .judge import Channel, Mode, connect_program, serve_program
 from .local import child_env, collect_events, describe_exit
 
@@ -174,7 +176,7 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]
     try:
         features += confine.enter_worker_namespaces(settings, readable)
         spawn = confine.RunNamespaces()
-        _probe_pid_namespace(spawn)
+        _probe_pid_namespace(spawn, readable)
         level = Level.NAMESPACES
         features.append("pidns")
     except OSError as exc:
@@ -190,12 +192,12 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]
     return Confinement(level, uid, tuple(features), tuple(missing)), hardening, spawn
 
 
-def _probe_pid_namespace(spawn: confine.RunNamespaces) -> None:
+def _probe_pid_namespace(spawn: confine.RunNamespaces, readable: list[str]) -> None:
     """Raise OSError unless a run's child can be forked as each run's is (new PID namespace, then its own mounts)."""
     pid = spawn.fork()
     if pid == 0:
         try:
-            confine.enter_run_mounts(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100))
+            confine.enter_run_mounts(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100), readable)
             os._exit(0 if os.getpid() == 1 else 2)
         except BaseException:  # noqa: BLE001
             os._exit(1)
@@ -413,9 +415,10 @@ class _Spare:
 
 
 def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.RunNamespaces | None,
-                settings: SandboxSettings, counter: int, network: str, mode: Mode) -> _Spare:
+                settings: SandboxSettings, readable: tuple[str, ...], counter: int, network: str, mode: Mode) -> _Spare:
     """Fork the next run's confined child (it prepares itself and waits for its job). Raises OSError,
-    leaving nothing behind, when the fork or the new PID namespace is refused."""
+    leaving nothing behind, when the fork or the new PID namespace is refused. ``readable``: what runs must
+    see (those of its paths under ``/tmp`` are bound into the run's fresh ``/tmp``)."""
     namespaced = spawn is not None
     # Namespaced: the dir is made by the child inside the run's own fresh /tmp, which vanishes with the run.
     workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced else tempfile.mkdtemp(prefix="ccw_")
@@ -437,7 +440,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
             os.close(job_w)
             confine.set_parent_death_signal()  # a worker that died before this leaves job_w closed: the child exits
             if namespaced:
-                confine.enter_run_mounts(settings)
+                confine.enter_run_mounts(settings, readable)
                 os.makedirs(workdir)
                 _prepare_workdir(workdir, confinement)
             run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd)
@@ -521,12 +524,15 @@ def main() -> None:
         os.dup2(null, fd)
     os.environ.update(child_env(confine.SANDBOX_ROOT))
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
-    confinement, hardening, spawn = establish(settings, config["uid"], config["readable"])
+    readable = [*config["readable"], *interpreter_paths()]  # this interpreter's, wherever it lives (/tmp too)
+    confinement, hardening, spawn = establish(settings, config["uid"], readable)
+    if spawn is not None and (shims := make_python_shims(SHIM_DIR)):
+        readable.append(shims)  # in the worker's private /tmp, bound read-only into each run's (PATH: child_env)
     oom = cgroup.find_oom_counter() if config.get("own_cgroup") else None
     _import_quietly(config.get("preload", []))
     out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
     out.flush()
-    make_spare = functools.partial(_make_spare, confinement, hardening, spawn, settings)
+    make_spare = functools.partial(_make_spare, confinement, hardening, spawn, settings, tuple(readable))
     counter = 0
     attempted: set[str] = set(config.get("preload", []))
     spare: _Spare | None = None
