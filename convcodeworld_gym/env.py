@@ -110,7 +110,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         render_mode: ``None`` or ``"ansi"``.
         allow_forgeable: keep the tasks only an in-process judge can judge (where a program can forge
             its verdict; see :mod:`~convcodeworld_gym.sandbox.forgeable`), and let the env's own
-            executor judge them in-process. Default: they are left out, with one logged warning.
+            executor judge them in-process. Default: a default task set leaves them out, with one logged
+            warning (tasks asked for by ``task_ids`` are kept, judged split).
             Every step's ``info`` says how it was judged: ``judge`` (``split`` or ``inprocess``) and
             ``forgeable``.
 
