@@ -581,3 +581,22 @@ def test_a_stored_in_process_profile_is_not_obeyed_without_allow_forgeable(sandb
     sandbox.profiles.put(profile_key(task, sandbox.fingerprint()), TaskProfile(Mode.INPROCESS, 0.01, True, "old"))
     result = sandbox.run(task, task.ground_truth)
     assert result.passed and result.details["judge"] == "split" and result.details["forgeable"] is False
+
+
+ASYNC_TESTS = """import unittest
+from unittest.mock import patch, AsyncMock
+import asyncio
+class TestCases(unittest.TestCase):
+    def test_awaits_the_judges_async_mock(self):
+        with patch('asyncio.sleep', new_callable=AsyncMock) as slept:
+            self.assertEqual(task_func(3), 3)
+            self.assertEqual(slept.await_count, 3)
+"""
+ASYNC = Task("split/async", "Await.", "import asyncio\ndef task_func(n):\n", "task_func",
+             "    async def main():\n        for _ in range(n):\n            await asyncio.sleep(1)\n        return n\n"
+             "    return asyncio.run(main())\n", ASYNC_TESTS)
+
+
+def test_the_program_awaits_the_judges_async_mocks(sandbox):
+    result = sandbox.run(ASYNC, ASYNC.ground_truth)
+    assert result.passed and result.details["judge"] == "split", texts(result)
