@@ -18,11 +18,10 @@ Holds:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gymnasium import spaces
-
-from .spaces import MAX_TEXT_CHARS, UnicodeText
+if TYPE_CHECKING:  # the space is built on demand, so the records and scoring need no Gymnasium
+    from gymnasium import spaces
 
 __all__ = ["OBSERVATION_KEYS", "TEXT_KEYS", "FEEDBACK_KEYS", "observation_space", "make_observation", "render_observation"]
 
@@ -31,15 +30,20 @@ TEXT_KEYS: tuple[str, ...] = ("code", *FEEDBACK_KEYS)
 OBSERVATION_KEYS: tuple[str, ...] = ("task", *TEXT_KEYS, "turn")
 
 
-def observation_space(max_turns: int, max_chars: int = MAX_TEXT_CHARS) -> spaces.Dict:
+def observation_space(max_turns: int, max_chars: int | None = None) -> spaces.Dict:
     """The space of every observation of an env with ``max_turns`` feedback turns (``turn``
-    runs to ``max_turns + 1``, the index after the last submission).
+    runs to ``max_turns + 1``, the index after the last submission); each text holds at
+    most ``max_chars`` characters (default :data:`~convcodeworld_gym.spaces.MAX_TEXT_CHARS`).
 
     >>> space = observation_space(10)
     >>> sorted(space.keys()) == sorted(OBSERVATION_KEYS), int(space["turn"].n)
     (True, 12)
     """
-    text = UnicodeText(max_chars)
+    from gymnasium import spaces
+
+    from .spaces import MAX_TEXT_CHARS, UnicodeText
+
+    text = UnicodeText(MAX_TEXT_CHARS if max_chars is None else max_chars)
     return spaces.Dict({**{key: text for key in ("task", *TEXT_KEYS)}, "turn": spaces.Discrete(max_turns + 2)})
 
 

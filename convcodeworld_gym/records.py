@@ -31,10 +31,13 @@ __all__ = [
     "iter_jsonl",
     "group_episodes",
     "TURNS_FILE",
+    "METADATA_FILE",
 ]
 
 #: File name of the turn log inside a run directory.
 TURNS_FILE = "turns.jsonl"
+#: File name of the run's settings (versions, dataset, policy, seed) inside a run directory.
+METADATA_FILE = "metadata.json"
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def register_envs() -> None:
     ``gymnasium.make_vec`` on a live id without a mode builds a threaded vector env whose
     envs share one executor.
     """
-    entry_points = {ENV_PREFIX: "convcodeworld_gym.env:ConvCodeWorldEnv", BENCH_PREFIX: "convcodeworld_gym.bench:StaticReplay"}
+    entry_points = {ENV_PREFIX: "convcodeworld_gym.env:ConvCodeWorldEnv", BENCH_PREFIX: "convcodeworld_gym.static:StaticReplay"}
     for prefix, entry_point in entry_points.items():
         vector = "convcodeworld_gym.vector:make_threaded_vector_env" if prefix == ENV_PREFIX else None
         for config in ALL_CONFIGS:

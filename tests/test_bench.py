@@ -13,9 +13,9 @@ from gymnasium.utils.env_checker import check_env
 import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym import BENCH_IDS, PAPER_BENCH_IDS, ReferenceLogError, RecordEpisodes, StaticReplay
 from convcodeworld_gym.cli import main
-from convcodeworld_gym.correlation import correlate
+from convcodeworld_gym.runs.correlation import correlate
 from convcodeworld_gym.extract import extract_code
-from convcodeworld_gym.log_scores import live_run_scores, run_scores, static_run_scores
+from convcodeworld_gym.runs.log_scores import live_run_scores, run_scores, static_run_scores
 from convcodeworld_gym.metrics import spearman
 from convcodeworld_gym.records import read_turns
 from convcodeworld_gym.tasks import Task

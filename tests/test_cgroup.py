@@ -10,7 +10,7 @@ from pathlib import Path
 
 from convcodeworld_gym.sandbox.cgroup import OomCounter, find_oom_counter
 from convcodeworld_gym.sandbox.executor import ExecutionResult
-from convcodeworld_gym.selfcheck import classify_failure
+from convcodeworld_gym.runs.selfcheck import classify_failure
 
 V2_EVENTS = "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n"
 V1_CONTROL = "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n"

@@ -18,7 +18,7 @@ import pytest
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym.errors import DatasetError
-from convcodeworld_gym.evaluate import EvalConfig
+from convcodeworld_gym.runs.evaluate import EvalConfig
 from convcodeworld_gym.tasks import BIGCODEBENCH_ENV, DEFAULT_DATASET, load_tasks
 from convcodeworld_gym.tasks.files import hub_unreachable
 

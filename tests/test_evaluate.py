@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from convcodeworld_gym.cli import main
-from convcodeworld_gym.evaluate import EvalConfig, RunConfigMismatch, run_evaluation
+from convcodeworld_gym.runs.evaluate import EvalConfig, RunConfigMismatch, run_evaluation
 from convcodeworld_gym.policies import ReplayPolicy, SyntheticCoder
 from convcodeworld_gym.records import TURNS_FILE, read_turns
-from convcodeworld_gym.report import load_report, write_report
+from convcodeworld_gym.runs.report import load_report, write_report
 from convcodeworld_gym.testing import ScriptedOpenAIServer
 
 SECRET = "sk-test-SECRET-must-not-leak-9876"

@@ -9,7 +9,7 @@ import gymnasium as gym
 import pytest
 
 import convcodeworld_gym  # noqa: F401
-from convcodeworld_gym.evaluate import play_episode
+from convcodeworld_gym.runs.evaluate import play_episode
 from convcodeworld_gym.policies import LLMError, OpenAIPolicy, OraclePolicy, ReplayError, ReplayPolicy, SyntheticCoder
 from convcodeworld_gym.policies.synthetic import KINDS, Mutation, apply_mutations, inject_bugs
 from convcodeworld_gym.testing import Reply, ScriptedOpenAIServer

@@ -14,7 +14,7 @@ import pytest
 
 from convcodeworld_gym.combos import ALL_CONFIGS
 from convcodeworld_gym.errors import ContextOverflow
-from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
+from convcodeworld_gym.runs.evaluate import EvalConfig, run_evaluation
 from convcodeworld_gym.policies import OpenAIPolicy
 from convcodeworld_gym.protocol import act_with_retrim
 from convcodeworld_gym.records import read_turns
@@ -206,7 +206,7 @@ def _run(tmp_path, name, script, task_file, executor, ids, **config):
 
 
 def test_turn0_samples_in_live_runs(task_file, executor, tmp_path):
-    from convcodeworld_gym.log_scores import live_run_scores
+    from convcodeworld_gym.runs.log_scores import live_run_scores
 
     right = "def task_func(x):\n    return 2 * x\n"
     rows, requests = _run(tmp_path, "right", lambda b: WRONG, task_file, executor, (env_id("CF-EF_full"),),
@@ -220,7 +220,7 @@ def test_turn0_samples_in_live_runs(task_file, executor, tmp_path):
 
 
 def test_turn0_samples_in_static_runs(task_file, executor, tmp_path):
-    from convcodeworld_gym.log_scores import run_scores
+    from convcodeworld_gym.runs.log_scores import run_scores
 
     reference, _ = _run(tmp_path, "reference", lambda b: WRONG, task_file, executor, (env_id("CF-EF_full"),), protocol="always")
     assert not any(r.passed for r in reference)

@@ -9,7 +9,7 @@ import pytest
 
 from convcodeworld_gym import env_id
 from convcodeworld_gym.cli import main
-from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
+from convcodeworld_gym.runs.evaluate import EvalConfig, run_evaluation
 from convcodeworld_gym.policies import make_policy
 from convcodeworld_gym.records import TURNS_FILE, iter_jsonl
 

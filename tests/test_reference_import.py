@@ -13,7 +13,7 @@ import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym import ReferenceLogError
 from convcodeworld_gym.cli import main
 from convcodeworld_gym.records import iter_jsonl, read_turns
-from convcodeworld_gym.reference_import import REFERENCE_SOURCE, import_reference, iteration_files
+from convcodeworld_gym.runs.reference_import import REFERENCE_SOURCE, import_reference, iteration_files
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reference"
 TURN0 = FIXTURES / "codellama--CodeLlama-7b-Instruct-hf--humaneval-instruct--vllm-0-1-sanitized-calibrated.jsonl"

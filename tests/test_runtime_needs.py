@@ -17,11 +17,11 @@ import pytest
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym.errors import MissingRuntimeDependencies
-from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
+from convcodeworld_gym.runs.evaluate import EvalConfig, run_evaluation
 from convcodeworld_gym.policies import make_policy
 from convcodeworld_gym.sandbox import SandboxExecutor
 from convcodeworld_gym.sandbox.needs import LOGGER, Lacking, RuntimeProbe, nltk_data_needed
-from convcodeworld_gym.selfcheck import run_selfcheck
+from convcodeworld_gym.runs.selfcheck import run_selfcheck
 from convcodeworld_gym.tasks import Task, TaskSet
 
 _TEST = """import unittest

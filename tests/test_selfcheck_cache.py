@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from convcodeworld_gym.cli import main
 from convcodeworld_gym.sandbox import SandboxExecutor
-from convcodeworld_gym.selfcheck import run_selfcheck
+from convcodeworld_gym.runs.selfcheck import run_selfcheck
 from convcodeworld_gym.tasks import TaskSet
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from convcodeworld_gym.log_scores import live_run_scores, static_run_scores
+from convcodeworld_gym.runs.log_scores import live_run_scores, static_run_scores
 from convcodeworld_gym.records import read_turns
 
 COMBO = "CF-EF_full-SEF"

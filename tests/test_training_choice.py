@@ -16,8 +16,8 @@ pytest.importorskip("stable_baselines3", reason="the SB3/bandit tests need the '
 pytest.importorskip("mabwiser", reason="the bandit test needs the 'train' extra: pip install -e '.[train]'")
 
 import convcodeworld_gym  # noqa: E402,F401 - registers the ids
-from convcodeworld_gym.candidates import POOL, BugState, LLMCandidates, SyntheticCandidates, program  # noqa: E402
-from convcodeworld_gym.choice import CandidateChoiceEnv  # noqa: E402
+from convcodeworld_gym.training.candidates import POOL, BugState, LLMCandidates, SyntheticCandidates, program  # noqa: E402
+from convcodeworld_gym.training.choice import CandidateChoiceEnv  # noqa: E402
 from convcodeworld_gym.extract import extract_code  # noqa: E402
 from convcodeworld_gym.policies import OpenAIPolicy  # noqa: E402
 from convcodeworld_gym.testing import Reply, ScriptedOpenAIServer  # noqa: E402
@@ -136,8 +136,8 @@ def test_bandit_smoke_learns_better_than_random(tmp_path):
 
 
 def test_replayed_state_rebuilds_the_logged_code_or_says_why(tmp_path, humaneval, executor):
-    from convcodeworld_gym.candidates import replayed_state
-    from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
+    from convcodeworld_gym.training.candidates import replayed_state
+    from convcodeworld_gym.runs.evaluate import EvalConfig, run_evaluation
     from convcodeworld_gym.policies import SyntheticCoder
     from convcodeworld_gym.records import group_episodes, read_turns
 

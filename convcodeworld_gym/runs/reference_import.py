@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .combos import FeedbackConfig
-from .errors import ReferenceLogError
-from .feedback import compilation_feedback
-from .metrics import DEFAULT_MAX_TURNS
-from .records import EpisodeLogWriter, TurnRecord, group_episodes, iter_jsonl
+from ..combos import FeedbackConfig
+from ..errors import ReferenceLogError
+from ..feedback import compilation_feedback
+from ..metrics import DEFAULT_MAX_TURNS
+from ..records import EpisodeLogWriter, TurnRecord, group_episodes, iter_jsonl
 
 __all__ = ["import_reference", "iteration_files", "write_reference_log", "eval_results_path", "REFERENCE_SOURCE"]
 

@@ -1,4 +1,4 @@
-"""Candidate sources for :class:`~convcodeworld_gym.choice.CandidateChoiceEnv` and repair strategies.
+"""Candidate sources for :class:`~convcodeworld_gym.training.choice.CandidateChoiceEnv` and repair strategies.
 
 Two sources of ``K`` candidate replies per turn:
 
@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from .observation import make_observation
-from .policies.base import fenced
-from .policies.llm import OpenAIPolicy
-from .policies.synthetic import Mutation, SyntheticCoder, apply_mutations, inject_bugs
-from .records import TurnRecord
-from .tasks import Task
+from ..observation import make_observation
+from ..policies.base import fenced
+from ..policies.llm import OpenAIPolicy
+from ..policies.synthetic import Mutation, SyntheticCoder, apply_mutations, inject_bugs
+from ..records import TurnRecord
+from ..tasks import Task
 
 __all__ = ["STRATEGIES", "POOL", "BugState", "replayed_state", "apply_strategy", "program", "SyntheticCandidates", "LLMCandidates"]
 
@@ -143,7 +143,7 @@ def replayed_state(coder: SyntheticCoder, task: Task, feedback: str, seed: int, 
 
 
 class SyntheticCandidates:
-    """SYNTHETIC offline :class:`~convcodeworld_gym.choice.CandidateSource`: ``k`` repair strategies per turn.
+    """SYNTHETIC offline :class:`~convcodeworld_gym.training.choice.CandidateSource`: ``k`` repair strategies per turn.
 
     At turn 0 (``previous_code`` it did not propose, e.g. ``""``) the episode's bugs are drawn:
     1..``max_bugs`` of them. Each turn it proposes ``strategies`` (default :data:`POOL`) in a
@@ -200,7 +200,7 @@ class SyntheticCandidates:
 
 
 class LLMCandidates:
-    """:class:`~convcodeworld_gym.choice.CandidateSource` of ``k`` chat-model samples from one ``n=k`` request.
+    """:class:`~convcodeworld_gym.training.choice.CandidateSource` of ``k`` chat-model samples from one ``n=k`` request.
 
     The prompt is the policy's own (:meth:`OpenAIPolicy.turn_messages`: the task at turn 0,
     else the previous code and this turn's feedback). A ``seed`` drawn from ``rng`` is sent

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .combos import FeedbackConfig
+from ..combos import FeedbackConfig
+from ..metrics import DEFAULT_MAX_TURNS, Scores
+from ..records import METADATA_FILE, TURNS_FILE, TurnRecord, read_turns
 from .log_scores import combinations, run_scores
-from .metrics import DEFAULT_MAX_TURNS, Scores
-from .records import TurnRecord, read_turns
 
 __all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "headless_pyplot",
            "REPORT_FILES"]
@@ -149,9 +149,6 @@ def load_report(run_dir: str | os.PathLike[str], *, compensate_init: bool = True
     Raises:
         FileNotFoundError: the directory has no ``turns.jsonl`` (nothing was run there).
     """
-    from .evaluate import METADATA_FILE
-    from .records import TURNS_FILE
-
     run_dir = Path(run_dir)
     if not (run_dir / TURNS_FILE).exists():
         raise FileNotFoundError(f"{run_dir} has no {TURNS_FILE}; pass the --out directory of a `convcodeworld evaluate` run")

@@ -25,10 +25,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .extract import extract_code
-from .feedback import compilation_feedback
-from .observation import FEEDBACK_KEYS
-from .tasks import Task
+from ..extract import extract_code
+from ..feedback import compilation_feedback
+from ..observation import FEEDBACK_KEYS
+from ..tasks import Task
 
 __all__ = [
     "CandidateSource",

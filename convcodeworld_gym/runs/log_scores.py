@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .bench import ReferenceLog, ReferenceSpec, load_reference
-from .combos import ALL_CONFIGS, FeedbackConfig
-from .errors import ReferenceLogError
-from .metrics import DEFAULT_MAX_TURNS, Scores, first_pass_turn, live_scores, static_scores
-from .records import TurnRecord, group_episodes
+from ..reference import ReferenceLog, ReferenceSpec, load_reference
+from ..combos import ALL_CONFIGS, FeedbackConfig
+from ..errors import ReferenceLogError
+from ..metrics import DEFAULT_MAX_TURNS, Scores, first_pass_turn, live_scores, static_scores
+from ..records import TurnRecord, group_episodes
 
 __all__ = ["combinations", "live_run_scores", "static_run_scores", "run_scores"]
 

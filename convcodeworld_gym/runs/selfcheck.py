@@ -14,10 +14,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .sandbox import ExecutionResult, Executor
-from .sandbox.needs import Lacking, choose_tasks, nltk_download_command, summarize
-from .sandbox.runtime import pypi_name
-from .tasks import TaskSet
+from ..sandbox import ExecutionResult, Executor
+from ..sandbox.needs import Lacking, choose_tasks, nltk_download_command, summarize
+from ..sandbox.runtime import pypi_name
+from ..tasks import TaskSet
 
 __all__ = ["SelfCheckReport", "classify_failure", "run_selfcheck"]
 

