@@ -2,15 +2,7 @@
 
 Logs are JSON-lines files that ``datasets.load_dataset("json", data_files=...)`` reads.
 Whole episodes are appended in one write and flushed to disk, so an interrupted run leaves
-complete episodes plus at most one torn last line, which readers ignore and writers cut.
-
-Holds:
-    TurnRecord        one row: task, turn, reply, code, the feedback shown, the truth (tests, pass)
-    turn_record       build a row from an env step
-    EpisodeLogWriter  append-only, resumable writer of whole episodes
-    read_turns        rows of a log (a local file/dir through ``datasets``, or a hub id)
-    group_episodes    rows -> {(feedback, task_id): [rows by turn]}
-"""
+complete episodes plus at most one torn last line, which readers ignore and writers cut."""
 
 from __future__ import annotations
 

@@ -3,14 +3,7 @@
 
 Each id takes the env's kwargs (``dataset=``, ``max_turns=``, ``executor=``, ...) through
 ``gymnasium.make``; ``gymnasium.make_vec(id, n)`` without a mode builds a
-:class:`~convcodeworld_gym.vector.ThreadedVectorEnv` whose envs share one executor.
-
-Holds:
-    env_id         the id of a combination
-    LIVE_IDS       the 9 live ids, in the paper's order
-    BENCH_IDS      the 9 ConvCodeBench ids (they need ``log=``); PAPER_BENCH_IDS: the 5 of the paper
-    register_envs  register them all (idempotent; importing the package calls it)
-"""
+:class:`~convcodeworld_gym.vector.ThreadedVectorEnv` whose envs share one executor."""
 
 from __future__ import annotations
 

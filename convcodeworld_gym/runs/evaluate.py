@@ -4,18 +4,7 @@ A run directory holds ``turns.jsonl`` (one :class:`~convcodeworld_gym.records.Tu
 per turn, whole episodes appended in task order, readable by ``datasets.load_dataset``)
 and ``metadata.json`` (package versions, python, the dataset's name, version and hash,
 the policy's and simulator's settings, the seed; never an API key). Running the same
-command again resumes: finished episodes are kept and skipped, the rest are played.
-
-Holds:
-    EvalConfig        what to run (ids, tasks, turns, seed, concurrency, env kwargs)
-    RunSummary        what a run did (played, resumed, skipped combinations)
-    run_evaluation    the runner
-    play_episode      one episode of a policy in an env -> its turn records
-    run_metadata      the metadata dictionary of a run
-    default_dataset   the offline default task set
-    RunConfigMismatch resuming into a directory written with other settings
-    METADATA_FILE
-"""
+command again resumes: finished episodes are kept and skipped, the rest are played."""
 
 from __future__ import annotations
 

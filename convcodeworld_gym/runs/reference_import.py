@@ -13,13 +13,7 @@ In our schema the feedback *on* turn ``t`` belongs to row ``t``, so row ``t`` ta
 feedback fields of iteration ``t+1``. An episode ends at its first passing turn (the
 reference keeps copying a solved task's code forward; those rows are dropped). The reference
 logs no per-test passes, so a row's ``tests`` lists the failing tests of ``details`` and
-``pass_fraction`` is 1.0 for a pass, else 0.0.
-
-Holds:
-    import_reference      the files of one run, in turn order -> rows
-    iteration_files       the iteration files of a run, found from its first one
-    write_reference_log   import and write ``<out_dir>/turns.jsonl``
-"""
+``pass_fraction`` is 1.0 for a pass, else 0.0."""
 
 from __future__ import annotations
 

@@ -3,16 +3,7 @@
 Table 1 is Pass@1 (%) at each turn 0..max_turns, one column per feedback combination;
 Table 2 is MRR and Recall (%), one column per combination. Both are printed and written as
 Markdown (``report.md``) and CSV (``pass_at_turn.csv``, ``mrr_recall.csv``); the plot is
-``pass_at_turn.png``. Scores come from :mod:`.metrics` (live: the first passing turn).
-
-Holds:
-    Report                  the scores of a run and how to render them
-    scores_by_combination   rows of a log -> Scores per combination, in the paper's order
-    load_report             a run directory -> Report
-    write_report            write the Markdown, CSVs and PNG of a run; returns their paths
-    plot_pass_at_turn       the PNG
-    headless_pyplot         matplotlib's pyplot on the Agg backend (no display needed)
-"""
+``pass_at_turn.png``. Scores come from :mod:`.metrics` (live: the first passing turn)."""
 
 from __future__ import annotations
 

@@ -10,17 +10,7 @@ Two sources of ``K`` candidate replies per turn:
   nothing, ``regress`` edits several places and adds bugs, ``garbage`` does not compile.
   Its numbers are no claim about any model.
 * :class:`LLMCandidates`: ``K`` samples of a chat model from one ``n=K`` request
-  (:class:`~convcodeworld_gym.policies.llm.OpenAIPolicy`, its prompts).
-
-Holds:
-    STRATEGIES, POOL     the repair strategies; those the synthetic pool proposes by default
-    BugState             the bugs (and breakage) of one synthetic program
-    apply_strategy       one strategy applied to a bug state -> the next bug state
-    program              a bug state -> program text
-    replayed_state       the bug state of a logged synthetic-coder turn, found by replaying it
-    SyntheticCandidates  the offline source (remembers the bug state of every program it proposed)
-    LLMCandidates        the chat-model source
-"""
+  (:class:`~convcodeworld_gym.policies.llm.OpenAIPolicy`, its prompts)."""
 
 from __future__ import annotations
 

@@ -4,14 +4,7 @@ At every turn a :class:`CandidateSource` proposes ``K`` candidate replies; the a
 one (``Discrete(K)``), the underlying env runs it, and the agent observes a fixed-size
 feature vector: features of the feedback on the code just judged, then features of each of
 the next ``K`` candidates (does it compile, how much does it change the previous code,
-hashed tokens of what it adds and removes). The reward is the env's.
-
-Holds:
-    CandidateSource      protocol: K candidate replies for a turn
-    FeedbackFeatures     fixed-size features of an observation and its info
-    candidate_features   fixed-size features of one candidate relative to the previous code
-    CandidateChoiceEnv   wrapper: Discrete(K) actions, Box observations
-"""
+hashed tokens of what it adds and removes). The reward is the env's."""
 
 from __future__ import annotations
 
