@@ -22,7 +22,7 @@ from convcodeworld_gym.runs.report import load_report, write_report
 from convcodeworld_gym.testing import ScriptedOpenAIServer
 
 SECRET = "sk-test-SECRET-must-not-leak-9876"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _csv(path: Path) -> list[list[str]]:

@@ -23,7 +23,7 @@ from convcodeworld_gym.policies import OpenAIPolicy  # noqa: E402
 from convcodeworld_gym.testing import Reply, ScriptedOpenAIServer  # noqa: E402
 
 pytestmark = pytest.mark.train
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

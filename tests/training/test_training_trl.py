@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("trl", reason="the TRL test needs the 'train' extra: pip install -e '.[train]'")
 pytestmark = pytest.mark.train
 
-_PATH = Path(__file__).resolve().parents[1] / "training" / "grpo_trl.py"
+_PATH = Path(__file__).resolve().parents[2] / "training" / "grpo_trl.py"
 
 
 def _load():
