@@ -32,6 +32,13 @@ def wrong(task: Task) -> str:
     return f"```python\n{task.code_prompt.rstrip()}\n    pass\n```"
 
 
+@pytest.fixture(scope="module")
+def executor(fake_executor):
+    """Static replay is tested on programs that are either the canonical solution or wrong, so the
+    fake judges them (the sandbox's own tests judge real programs)."""
+    return fake_executor
+
+
 def threshold_policy(thresholds: Mapping[str, int]) -> Policy:
     """Wrong before turn ``thresholds[task]``, the canonical solution from then on."""
     return lambda task, turn: task.ground_truth if turn >= thresholds[task.task_id] else wrong(task)
