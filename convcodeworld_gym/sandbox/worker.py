@@ -326,7 +326,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             os.waitpid(pid, 0)
             channel.close()
         sys.path.insert(0, workdir)
-        run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class)
+        run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class, tests=job["test"])
     os._exit(0)
 
 

@@ -1,0 +1,143 @@
+"""Hostile programs against the verdict itself: test-control exceptions (item 1 of issue 13).
+
+Each program would have scored 1.0 before the runner checked where a skip or stop came from; each
+must now fail, on an unmocked task (split judge: the program runs in its own process) and on a
+mocked one (judged in-process: the program's exception propagates through the test), and on the
+unconfined local backend. The in-process variants build ``unittest``'s name from pieces, as an attacker
+would, so that the static check of in-process programs does not catch them first.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from convcodeworld_gym.sandbox import LocalExecutor
+from convcodeworld_gym.tasks import Task
+
+from hostile_programs import MOCKED, SQUARE, assert_rejected, texts
+from test_hostile import sandbox  # noqa: F401 - the shared module-scoped sandbox fixture
+
+UNITTEST = "u = __import__('unit' + 'test')\nTC = getattr(u, 'Test' + 'Case')\n"  # past the static check of in-process programs
+
+SKIP_CALLS = {
+    "skiptest_at_call": UNITTEST + "def task_func(x):\n    raise u.SkipTest('not today')\n",
+    "should_stop_at_call": UNITTEST + "def task_func(x):\n    raise u.case._ShouldStop()\n",
+    "unexpected_success_class": UNITTEST + "def task_func(x):\n    raise u.case._UnexpectedSuccess()\n",
+    # The program's own class, named as unittest's: the split judge used to rebuild it as the real SkipTest.
+    "disguised_skiptest": ("class SkipTest(Exception):\n    pass\n"
+                           "SkipTest.__module__ = 'unittest.case'\n"
+                           "def task_func(x):\n    raise SkipTest('disguised')\n"),
+    "disguised_should_stop": ("class _ShouldStop(Exception):\n    pass\n"
+                              "_ShouldStop.__module__ = 'unittest.case'\n"
+                              "def task_func(x):\n    raise _ShouldStop()\n"),
+    # A real SkipTest subclass that says it is a ValueError, and lies about its class.
+    "subclass_dressed_as_builtin": (UNITTEST + "class E(u.SkipTest):\n    pass\n"
+                                    "E.__module__, E.__name__, E.__qualname__ = 'builtins', 'ValueError', 'ValueError'\n"
+                                    "def task_func(x):\n    raise E('quiet')\n"),
+    "lying_class": (UNITTEST + "class E(u.SkipTest):\n    @property\n    def __class__(self):\n        return ValueError\n"
+                    "def task_func(x):\n    raise E('quiet')\n"),
+    # The test calls skipTest, but through the program's code: not the test's own doing.
+    "skiptest_method_from_program": UNITTEST + "def task_func(x):\n    TC.skipTest(TC(), 'r')\n",
+}
+# Runs when the test class is created (after the program): unittest's own hook first, then the attack.
+HOOK = ("orig = TC.__dict__['__init_subclass__'].__func__\n"
+        "def hook(cls, **k):\n    orig(cls, **k)\n    if cls.__name__ == 'TestCases':\n")
+HOOKED = "TC.__init_subclass__ = classmethod(hook)\n"
+# Module-level variants: the program arranges, while it is loaded, for unittest to skip the tests.
+MODULE_LEVEL = {
+    "skiptest_at_module_level": UNITTEST + "raise u.SkipTest('whole module')\ndef task_func(x):\n    return -1\n",
+    "setup_skips": UNITTEST + "TC.setUp = lambda self: self.skipTest('no')\ndef task_func(x):\n    return -1\n",
+    "class_marked_skipped_on_creation": (
+        UNITTEST + HOOK + "        cls.__unittest_skip__ = True\n" + HOOKED + "def task_func(x):\n    return -1\n"),
+    "expected_failure_on_creation": (
+        UNITTEST + HOOK + "        for n in dir(cls):\n            if n.startswith('test'):\n"
+        "                getattr(cls, n).__unittest_expecting_failure__ = True\n" + HOOKED + "def task_func(x):\n    return -1\n"),
+}
+
+SUBTEST_TESTS = """import unittest
+class TestCases(unittest.TestCase):
+    def test_cases(self):
+        for x, want in [(2, 4), (3, 9)]:
+            with self.subTest(x=x):
+                self.assertEqual(task_func(x), want)
+"""
+# Old runner: a skip inside a subtest left the test itself with no outcome, which counted as passed.
+SUBTESTS = Task("hostile/subtests", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n", SUBTEST_TESTS)
+
+TEST_SKIPS_ITSELF = """import unittest
+class TestCases(unittest.TestCase):
+    def test_two(self):
+        self.assertEqual(task_func(2), 4)
+    def test_skipped_by_itself(self):
+        self.skipTest('the test decides')
+    @unittest.skip('decorated')
+    def test_skipped_by_decorator(self):
+        self.fail('never runs')
+    def test_subtest_skips(self):
+        with self.subTest(k=1):
+            raise unittest.SkipTest('the test raises it')
+"""
+SKIPPING = Task("hostile/skipping", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n", TEST_SKIPS_ITSELF)
+
+REFUSED = ("ControlFlowRefused", "SkipTest", "_ShouldStop", "claims", "Not run", "the program failed", "quiet")
+
+
+@pytest.mark.parametrize("task", [SQUARE, MOCKED, SUBTESTS], ids=["split", "inprocess", "subtests"])
+@pytest.mark.parametrize("name", sorted(SKIP_CALLS))
+def test_control_flow_exceptions_raised_by_the_program_fail_the_test(sandbox, task, name):  # noqa: F811
+    result = assert_rejected(sandbox, SKIP_CALLS[name], *REFUSED, task=task)
+    assert result.details["judge"] == ("inprocess" if task is MOCKED else "split")
+    assert all(t.outcome.value != "skipped" for t in result.tests), texts(result)
+
+
+@pytest.mark.parametrize("task", [SQUARE, MOCKED], ids=["split", "inprocess"])
+@pytest.mark.parametrize("name", sorted(MODULE_LEVEL))
+def test_a_program_cannot_make_unittest_skip_or_expect_failure_while_it_loads(sandbox, task, name):  # noqa: F811
+    assert_rejected(sandbox, MODULE_LEVEL[name], *REFUSED, "AssertionError", task=task)
+
+
+@pytest.mark.parametrize("name", ["skiptest_at_call", "should_stop_at_call", "disguised_skiptest", "setup_skips"])
+def test_control_flow_exceptions_fail_on_the_local_backend(name):
+    program = {**SKIP_CALLS, **MODULE_LEVEL}[name]
+    with LocalExecutor() as ex:
+        assert_rejected(ex, program, *REFUSED, "AssertionError")
+
+
+@pytest.mark.parametrize("mode", ["split", "inprocess"])
+def test_skips_written_by_the_test_itself_keep_their_meaning(mode):
+    from convcodeworld_gym.sandbox import SandboxExecutor
+
+    from test_hostile import SETTINGS
+
+    with SandboxExecutor(workers=1, settings=SETTINGS, preload=(), judge=mode) as ex:
+        result = ex.run(SKIPPING, SKIPPING.ground_truth)
+        outcomes = {t.name: t.outcome.value for t in result.tests}
+        assert result.passed, texts(result)
+        assert outcomes == {"test_two": "passed", "test_skipped_by_itself": "skipped",
+                            "test_skipped_by_decorator": "skipped", "test_subtest_skips": "skipped"}, outcomes
+        # The same skips from the program's side fail.
+        assert not ex.run(SKIPPING, SKIP_CALLS["skiptest_at_call"]).passed
+
+
+def test_a_test_that_reports_no_outcome_is_an_error_not_a_pass():
+    import json
+    import os
+    import unittest
+
+    from convcodeworld_gym.sandbox._runner import NO_OUTCOME, _StreamingResult
+
+    class Silent(unittest.TestCase):
+        def test_nothing(self):
+            pass
+
+    read_fd, write_fd = os.pipe()
+    try:
+        result = _StreamingResult(write_fd)
+        test = Silent("test_nothing")
+        result.startTest(test)  # unittest reported neither success, failure, error nor skip
+        result.stopTest(test)
+        os.close(write_fd)
+        events = [json.loads(line) for line in os.read(read_fd, 1 << 16).decode().splitlines()]
+    finally:
+        os.close(read_fd)
+    assert events[-1] == {"e": "end", "name": "test_nothing", "outcome": "error", "tb": NO_OUTCOME}
