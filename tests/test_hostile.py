@@ -341,7 +341,7 @@ def test_forging_a_pass_fails_in_split_mode(sandbox, program):
 @pytest.mark.parametrize("program", [PATCH_UNITTEST, FRAME_WALK, FORGE_CHANNEL],
                          ids=["patch_unittest", "frame_walk", "forge_channel"])
 def test_forging_in_process_mode_is_refused(sandbox, program):
-    result = assert_rejected(sandbox, program, "JudgeRefused", "AssertionError", task=MOCKED)
+    result = assert_rejected(sandbox, program, "JudgeRefused", "AssertionError", "ProtocolViolation", task=MOCKED)
     assert result.details["judge"] == "inprocess"
 
 

@@ -132,12 +132,101 @@ def test_a_test_that_reports_no_outcome_is_an_error_not_a_pass():
 
     read_fd, write_fd = os.pipe()
     try:
-        result = _StreamingResult(write_fd)
+        token = "t" * 32
+        result = _StreamingResult(write_fd, token)
         test = Silent("test_nothing")
         result.startTest(test)  # unittest reported neither success, failure, error nor skip
         result.stopTest(test)
         os.close(write_fd)
-        events = [json.loads(line) for line in os.read(read_fd, 1 << 16).decode().splitlines()]
+        lines = os.read(read_fd, 1 << 16).decode().splitlines()
+        events = [json.loads(line.removeprefix(token)) for line in lines]
     finally:
         os.close(read_fd)
     assert events[-1] == {"e": "end", "name": "test_nothing", "outcome": "error", "tb": NO_OUTCOME}
+
+
+# ----------------------------------------------------------------------------- item 5: the program's output
+
+def write_everywhere(payload: str, then: str) -> str:
+    """A program that writes ``payload`` (a bytes expression) to every descriptor it holds, then does ``then``.
+
+    Names are built from pieces so that the static check of in-process programs does not catch it first.
+    """
+    return f"""import os
+def task_func(x):
+    data = {payload}
+    for fd in os.listdir('/proc/self/' + 'f' + 'd'):
+        if int(fd) > 2:
+            try:
+                os.write(int(fd), data)
+            except OSError:
+                pass
+    {then}
+"""
+
+
+FORGED = ("b''.join(__import__('json').dumps(e).encode() + b'\\n' for e in "
+          "[{'e': 'end', 'name': n, 'outcome': 'passed', 'tb': ''} for n in ('test_two', 'test_three')] + [{'e': 'done'}])")
+EXIT = "getattr(os, '_ex' + 'it')(0)"
+OUTPUTS = {
+    # Each returns the right answer (or exits, for the forgery): on the old collector all but the gigabyte
+    # line earned 1.0 in-process, and the nested one made env.step raise.
+    "malformed_json": write_everywhere("b'{\"e\": \"end\", \"name\": \\n'", "return x * x"),
+    "deeply_nested_json": write_everywhere("b'[' * 200000 + b'\\n'", "return x * x"),
+    "invalid_utf8": write_everywhere("b'\\xff\\xfe{\"e\": \"start\", \"name\": \"test_two\"}\\n'", "return x * x"),
+    "huge_line": write_everywhere("b'x' * (64 << 20)", "return x * x"),
+    "forged_events_then_exit": write_everywhere(FORGED, EXIT),
+    "forged_done_mid_test": write_everywhere("b'{\"e\": \"done\"}\\n'", "return x * x"),
+}
+
+
+@pytest.mark.parametrize("task", [SQUARE, MOCKED], ids=["split", "inprocess"])
+@pytest.mark.parametrize("name", sorted(OUTPUTS))
+def test_no_output_of_a_program_breaks_the_env_or_earns_a_pass(sandbox, task, name):  # noqa: F811
+    from convcodeworld_gym import ConvCodeWorldEnv
+
+    env = ConvCodeWorldEnv("CF-EF_full", dataset=[task], executor=sandbox)
+    env.reset(options={"task_id": task.task_id})
+    _, reward, terminated, _, info = env.step(OUTPUTS[name])  # never raises
+    text = "\n".join([info["crash"] or ""] + [t["traceback"] for t in info["tests"]])
+    assert (reward, terminated) == (0.0, False), text
+    if task is MOCKED:  # in-process: the program reached the result channel, and the text says so
+        assert "ProtocolViolation" in text or "OutputLimitExceeded" in text, text
+    _, reward, terminated, _, _ = env.step(task.ground_truth)
+    assert (reward, terminated) == (1.0, True)
+
+
+def test_collector_fails_the_run_on_any_line_the_runner_did_not_seal():
+    import os
+
+    from convcodeworld_gym.sandbox import Limits
+    from convcodeworld_gym.sandbox.local import PROTOCOL_VIOLATION, collect_events, new_token
+
+    token = new_token()
+    good = token.encode() + b'{"e": "start", "name": "test_a"}\n'
+    bad_lines = {
+        "unsealed": b'{"e": "done"}\n',
+        "other token": new_token().encode() + b'{"e": "done"}\n',
+        "sealed garbage": token.encode() + b"\xff\xfe\n",
+        "sealed deep": token.encode() + b"[" * 30_000 + b"\n",  # fits in a pipe buffer
+        "sealed unknown kind": token.encode() + b'{"e": "pass"}\n',
+        "sealed extra field": token.encode() + b'{"e": "done", "x": 1}\n',
+        "sealed bad outcome": token.encode() + b'{"e": "end", "name": "a", "outcome": "timeout", "tb": ""}\n',
+        "sealed non-string": token.encode() + b'{"e": "end", "name": ["a"], "outcome": "passed", "tb": ""}\n',
+    }
+    for what, line in bad_lines.items():
+        read_fd, write_fd = os.pipe()
+        os.write(write_fd, good + line + token.encode() + b'{"e": "done"}\n')
+        os.close(write_fd)
+        try:
+            events, stop = collect_events(read_fd, Limits(suite_timeout_s=5), lambda: True, token)
+        finally:
+            os.close(read_fd)
+        assert stop == PROTOCOL_VIOLATION and events[-1]["e"] == "violation" and "line 2" in events[-1]["tb"], what
+        assert events[0] == {"e": "start", "name": "test_a"}, what
+
+
+def test_forged_events_fail_on_the_local_backend():
+    with LocalExecutor() as ex:
+        assert_rejected(ex, OUTPUTS["forged_events_then_exit"], "ProtocolViolation")
+        assert_rejected(ex, OUTPUTS["deeply_nested_json"], "ProtocolViolation")

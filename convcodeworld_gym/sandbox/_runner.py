@@ -1,10 +1,12 @@
 """Child side of the local executor: run one program against its unittest suite.
 
 Run as a script (``python -s _runner.py``) with the job as JSON on stdin:
-``{"program": str, "test": str, "test_class": str, "module": str}``.
+``{"program": str, "test": str, "test_class": str, "module": str, "token": str}``.
 The result channel is the file descriptor named by ``$CCW_RESULT_FD``; events go there as
 JSON lines, each flushed before the next test starts, so a parent that must kill this
-process still knows every test that finished:
+process still knows every test that finished. Each line starts with the run's token (a secret
+the parent chose for this run), so that a line the program writes to the
+channel without it is recognised as not the runner's and fails the run (see ``collect_events``):
 
     {"e": "start", "name": ...}                       a test began
     {"e": "end", "name": ..., "outcome": ..., "tb": ...}  a test finished
@@ -39,8 +41,9 @@ __unittest = True
 NO_OUTCOME = "ControlFlowRefused: the test finished without reporting an outcome (no pass, failure, error or skip); it is not passed."
 
 
-def emit(fd: int, event: dict) -> None:
-    data = (json.dumps(event) + "\n").encode("utf-8", "surrogatepass")
+def emit(fd: int, event: dict, token: str) -> None:
+    """Write ``event`` to the result channel ``fd`` as one line, sealed with the run's ``token``."""
+    data = (token + json.dumps(event) + "\n").encode("utf-8", "surrogatepass")
     while data:
         data = data[os.write(fd, data):]
 
@@ -211,9 +214,9 @@ class _GuardedOutcome(unittest.case._Outcome):  # noqa: SLF001 - the one place u
 class _StreamingResult(unittest.TestResult):
     """Reports each test's outcome on the channel as soon as it is known."""
 
-    def __init__(self, fd: int, guard: TestGuard | None = None) -> None:
+    def __init__(self, fd: int, token: str, guard: TestGuard | None = None) -> None:
         super().__init__()
-        self._fd = fd
+        self._send = lambda event: emit(fd, event, token)
         self.guard = guard
         self._current: dict[str, tuple[str, str]] = {}
         self._vouched: set[int] = set()
@@ -245,13 +248,13 @@ class _StreamingResult(unittest.TestResult):
 
     def startTest(self, test) -> None:  # noqa: N802 (unittest API)
         super().startTest(test)
-        emit(self._fd, {"e": "start", "name": self._name(test)})
+        self._send({"e": "start", "name": self._name(test)})
 
     def stopTest(self, test) -> None:  # noqa: N802
         super().stopTest(test)
         name = self._name(test)
         outcome, tb = self._current.pop(name, ("error", NO_OUTCOME))
-        emit(self._fd, {"e": "end", "name": name, "outcome": outcome, "tb": tb})
+        self._send({"e": "end", "name": name, "outcome": outcome, "tb": tb})
 
     def addSuccess(self, test) -> None:  # noqa: N802
         super().addSuccess(test)
@@ -263,7 +266,7 @@ class _StreamingResult(unittest.TestResult):
         if why is None:
             self._record(getattr(test, "test_case", test), "skipped", str(reason))
         elif not isinstance(test, unittest.TestCase):  # setUpClass / module fixture
-            emit(self._fd, {"e": "end", "name": str(test), "outcome": "error", "tb": f"ControlFlowRefused: {why}"})
+            self._send({"e": "end", "name": str(test), "outcome": "error", "tb": f"ControlFlowRefused: {why}"})
         else:
             self._record(getattr(test, "test_case", test), "error", f"ControlFlowRefused: {why}")
 
@@ -303,7 +306,7 @@ class _StreamingResult(unittest.TestResult):
     def addError(self, test, err) -> None:  # noqa: N802
         super().addError(test, err)
         if not isinstance(test, unittest.TestCase):  # setUpClass / module fixture failures
-            emit(self._fd, {"e": "end", "name": str(test), "outcome": "error", "tb": self.errors[-1][1]})
+            self._send({"e": "end", "name": str(test), "outcome": "error", "tb": self.errors[-1][1]})
             return
         self._record(test, "error", self.errors[-1][1])
 
@@ -315,12 +318,13 @@ class _StreamingResult(unittest.TestResult):
 
 
 def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: dict | None = None,
-              *, tests: str | None = None) -> None:
+              *, token: str, tests: str | None = None) -> None:
     """Exec ``source`` as module ``module_name`` (with ``inject`` preset in it), run ``test_class``, stream events.
 
     ``tests`` is the test source's own text when ``source`` also holds the program (in-process), so that
     only the tests' text can allow skips; None when all of ``source`` is trusted (the split judge's module).
-    Emits ``crash`` for anything that escapes the tests (``SystemExit`` included), else ``done``.
+    Emits ``crash`` for anything that escapes the tests (``SystemExit`` included), else ``done``; every
+    line sealed with ``token``.
     """
     filename = f"{module_name}.py"
     # Let tracebacks show source lines of the program under test.
@@ -335,12 +339,12 @@ def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: d
         suite = unittest.TestLoader().loadTestsFromTestCase(test_case)
         guard = TestGuard(list(suite), test_case, source if tests is None else tests)
         unittest.case._Outcome = _GuardedOutcome  # noqa: SLF001 - this process runs one suite, then exits
-        suite.run(_StreamingResult(fd, guard))
+        suite.run(_StreamingResult(fd, token, guard))
     except BaseException as exc:  # noqa: BLE001 - anything outside the tests is a crash, SystemExit included
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # drop this frame
-        emit(fd, {"e": "crash", "tb": "".join(traceback.format_exception(type(exc), exc, tb))})
+        emit(fd, {"e": "crash", "tb": "".join(traceback.format_exception(type(exc), exc, tb))}, token)
         return
-    emit(fd, {"e": "done"})
+    emit(fd, {"e": "done"}, token)
 
 
 def main() -> None:
@@ -348,7 +352,8 @@ def main() -> None:
     job = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogatepass"))
     sys.stdin.close()
     sys.path[0] = os.getcwd()  # like `python script.py` run in the work dir, not in this package
-    run_suite(fd, job["program"] + "\n" + job["test"], job["module"], job["test_class"], tests=job["test"])
+    token = job.pop("token")
+    run_suite(fd, job["program"] + "\n" + job["test"], job["module"], job["test_class"], token=token, tests=job["test"])
     os._exit(0)  # skip interpreter teardown: atexit hooks of the program are not ours to run
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import queue
 import select
@@ -30,6 +31,8 @@ from .result import ExecutionResult
 from .runtime import installed_preload, missing_modules, network_policy, runtime_fingerprint
 
 __all__ = ["SandboxExecutor", "WorkerDied"]
+
+_log = logging.getLogger(__name__)
 
 _WORKER_GRACE_S = 15.0  # the worker owns the run's clock; the parent waits this much longer before killing it
 
@@ -293,7 +296,7 @@ class SandboxExecutor(Executor):
 
     def _remember(self, task: Task, program: str, mode: Mode, limits: Limits, result: ExecutionResult) -> None:
         key = self._cache_key(task, program, mode, limits)
-        if key is not None and result.executed and "worker_died" not in result.details:
+        if key is not None and result.executed and not {"worker_died", "worker_error"} & set(result.details):
             self.cache.put(key, result)  # type: ignore[union-attr]
 
     def _run_mode(self, task: Task, program: str, mode: Mode, limits: Limits, profile: TaskProfile | None) -> ExecutionResult:
@@ -362,10 +365,17 @@ class SandboxExecutor(Executor):
                 details["worker_died"] = str(exc)
                 reply = {"events": [], "stop_reason": None,
                          "exit_desc": f"was lost: {exc} (the worker was replaced)"}
+            if "worker_error" in reply:  # never the env's failure: this run fails, the worker is replaced
+                _log.warning("sandbox worker %d failed on a run of %s and is replaced: %s",
+                             worker.slot, task.task_id, reply["worker_error"])
+                worker.stop()
+                self.replaced_workers += 1
+                details["worker_error"] = str(reply["worker_error"])
+                reply = {"events": [{"e": "crash", "tb": f"SandboxError: the sandbox worker failed on this run "
+                                     f"({reply['worker_error']}); the run is failed and the worker replaced."}],
+                         "stop_reason": None, "exit_desc": "was not judged"}
         finally:
             self._idle.put(worker)
-        if "worker_error" in reply:
-            raise ExecutorError(f"sandbox worker {worker.slot} failed: {reply['worker_error']}")
         result = assemble(task.test_names, reply["events"], reply["stop_reason"], reply["exit_desc"], limits)
         if lacking:
             details["missing_modules"] = list(lacking)

@@ -52,7 +52,7 @@ from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .judge import Channel, Mode, ProgramGone, ProgramProxy, safe_loads, serve_program
-from .local import child_env, collect_events, describe_exit
+from .local import child_env, collect_events, describe_exit, new_token
 
 __all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
 
@@ -256,8 +256,9 @@ def warm_up() -> None:
 
 
 def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, network: str, mode: Mode,
-              settings: SandboxSettings, workdir: str, result_fd: int) -> None:
-    """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``.
+              settings: SandboxSettings, workdir: str, result_fd: int, token: str) -> None:
+    """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``
+    (each line sealed with the run's ``token``: a line the program writes there fails the run).
 
     The child is made (and confined: uid, rlimits, Landlock, seccomp) before its job exists, so a run's
     critical path holds no confinement setup. Made for ``split`` mode, it has also forked the program's
@@ -277,7 +278,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         if confinement.level.at_least(Level.NAMESPACES):
             confine.mount_run_proc()
     except OSError as exc:
-        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.")
+        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.", token)
     if confinement.level.at_least(Level.UID):
         confine.drop_to(confinement.uid, settings)
     os.chdir(workdir)
@@ -289,7 +290,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         if network == "none":
             hardening.close_network()
     except OSError as exc:
-        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.")
+        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.", token)
     program_process = None
     if mode is Mode.SPLIT:
         try:
@@ -305,7 +306,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     module, test_class, entry = job["module"], job["test_class"], job["entry_point"]
     if job.get("network", "none") != network:  # the worker matches spares to jobs; never run with more network
-        _refuse(result_fd, f"this run was prepared with network {network!r}; not run.")
+        _refuse(result_fd, f"this run was prepared with network {network!r}; not run.", token)
     if job["mode"] == Mode.SPLIT.value:
         pid, channel = program_process or _fork_program_process(workdir, (result_fd,))
         channel.send(pickle.dumps((job["program"], module, entry)))
@@ -314,11 +315,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         except Exception as exc:  # noqa: BLE001
             first = ("crash", f"The program process ended before it was ready ({exc}).")
         if first[0] == "crash":
-            emit(result_fd, {"e": "crash", "tb": str(first[1])})
+            emit(result_fd, {"e": "crash", "tb": str(first[1])}, token)
             os._exit(0)
         # No entry point: the tests run without one and fail with NameError, as program and tests in one module do.
         provided = {} if first[0] == "missing" else {entry: ProgramProxy(channel, entry, pid)}
-        run_suite(result_fd, judge_source(job["program"], job["prelude"], job["test"]), module, test_class, provided)
+        run_suite(result_fd, judge_source(job["program"], job["prelude"], job["test"]), module, test_class, provided,
+                  token=token)
     else:
         if program_process is not None:
             pid, channel = program_process
@@ -326,7 +328,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             os.waitpid(pid, 0)
             channel.close()
         sys.path.insert(0, workdir)
-        run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class, tests=job["test"])
+        run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class, token=token, tests=job["test"])
     os._exit(0)
 
 
@@ -364,9 +366,9 @@ def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Ch
     return pid, Channel(to_judge_r, to_prog_w)
 
 
-def _refuse(result_fd: int, why: str) -> NoReturn:
+def _refuse(result_fd: int, why: str, token: str) -> NoReturn:
     """In the child: report that the job is not run (a SandboxError crash the run comes back with), and exit."""
-    emit(result_fd, {"e": "crash", "tb": f"SandboxError: {why}"})
+    emit(result_fd, {"e": "crash", "tb": f"SandboxError: {why}"}, token)
     os._exit(0)
 
 
@@ -396,7 +398,8 @@ class _Spare:
     """A confined child made ahead of its job: it waits on ``job_w`` and streams events to ``result_r``.
 
     ``child`` is the worker's own child (the run's pid 1 when namespaced) and is signalled only
-    while unreaped (see :mod:`.reap`); ``status`` holds its wait status once reaped."""
+    while unreaped (see :mod:`.reap`); ``status`` holds its wait status once reaped. ``token`` seals the
+    child's event lines (:func:`.local.new_token`)."""
 
     child: int
     job_w: int
@@ -404,6 +407,7 @@ class _Spare:
     workdir: str
     namespaced: bool
     network: str
+    token: str
     status: int | None = None
 
     def exited(self) -> bool:
@@ -431,6 +435,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
         _prepare_workdir(workdir, confinement)
     read_fd, write_fd = os.pipe()
     job_r, job_w = os.pipe()
+    token = new_token()
     try:
         child = spawn.fork() if spawn is not None else os.fork()
     except OSError:
@@ -448,12 +453,12 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
                 confine.enter_run_mounts(settings)
                 os.makedirs(workdir)
                 _prepare_workdir(workdir, confinement)
-            run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd)
+            run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd, token)
         except BaseException as exc:  # noqa: BLE001
-            _refuse(write_fd, f"the sandbox could not prepare this run ({type(exc).__name__}: {exc}); it was not run.")
+            _refuse(write_fd, f"the sandbox could not prepare this run ({type(exc).__name__}: {exc}); it was not run.", token)
     for fd in (write_fd, job_r):
         os.close(fd)
-    return _Spare(child, job_w, read_fd, workdir, namespaced, network)
+    return _Spare(child, job_w, read_fd, workdir, namespaced, network, token)
 
 
 def _finish(spare: _Spare) -> None:
@@ -502,7 +507,7 @@ def _collect(spare: _Spare, job: dict[str, Any]) -> dict[str, Any]:
         pass  # the child is gone: its exit status tells
     os.close(spare.job_w)
     spare.job_w = -1
-    events, stop_reason = collect_events(spare.result_r, limits, spare.exited)
+    events, stop_reason = collect_events(spare.result_r, limits, spare.exited, spare.token)
     if stop_reason is None and events and events[-1].get("e") in ("done", "crash"):
         # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
         # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
