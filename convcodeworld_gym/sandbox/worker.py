@@ -8,7 +8,7 @@ to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line
 1. imports the job's own libraries into itself, so the next run of that task set is warm;
 2. hands the job to a *spare*: a child forked before the job came, straight into a new PID
    namespace (:class:`.confine.RunNamespaces`: it is pid 1 there). It opened its own mount
-   namespace (fresh tmpfs ``/tmp``), became the slot's non-root uid with rlimits in a fresh work
+   namespace (fresh tmpfs ``/tmp``) and its own network (loopback only) and IPC namespaces, became the slot's non-root uid with rlimits in a fresh work
    dir, closed every inherited descriptor, and waits for its job. In ``split`` mode it is the
    judge and has forked the program's process; in ``inprocess`` mode it runs program and tests
    itself;
@@ -177,7 +177,7 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]
         spawn = confine.RunNamespaces()
         _probe_pid_namespace(spawn)
         level = Level.NAMESPACES
-        features.append("pidns")
+        features += ["pidns", "run_netns", "run_ipcns"]
     except OSError as exc:
         missing.append(f"namespaces: {exc}")
         if spawn is not None:
@@ -197,11 +197,12 @@ def _probe_pid_namespace(spawn: confine.RunNamespaces) -> None:
     if pid == 0:
         try:
             confine.enter_run_mounts(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100))
+            confine.enter_run_network_and_ipc()
             os._exit(0 if os.getpid() == 1 else 2)
         except BaseException:  # noqa: BLE001
             os._exit(1)
     if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
-        raise OSError("a run's child could not get its own PID and mount namespaces")
+        raise OSError("a run's child could not get its own PID, mount, network and IPC namespaces")
 
 
 def _import_quietly(names: list[str]) -> None:
@@ -451,6 +452,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
             confine.set_parent_death_signal()  # a worker that died before this leaves job_w closed: the child exits
             if namespaced:
                 confine.enter_run_mounts(settings)
+                confine.enter_run_network_and_ipc()
                 os.makedirs(workdir)
                 _prepare_workdir(workdir, confinement)
             run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd, token)

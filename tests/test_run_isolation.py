@@ -1,0 +1,107 @@
+"""Nothing passes from one run to the next (item 4 of issue 13): each run has its own network and IPC
+namespaces, made in the spare before its job, so what a run leaves in them dies with it.
+
+Each test runs a *leaver* (a program that passes and leaves something behind in the kernel) and then a
+*finder* on the same worker slot, written so that it earns a pass only if it finds what was left.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from convcodeworld_gym.sandbox import SandboxExecutor
+from convcodeworld_gym.tasks import Task
+
+from hostile_programs import SQUARE, assert_rejected, succeed_if, texts
+from test_hostile import SETTINGS
+
+IPC_CREAT = 0o1000
+SYSV = {  # how to create one (leaver) and how to look it up without creating it (finder)
+    "shared_memory": ("libc.shmget(KEY, 4096, IPC_CREAT | 0o666)", "libc.shmget(KEY, 0, 0)"),
+    "message_queue": ("libc.msgget(KEY, IPC_CREAT | 0o666)", "libc.msgget(KEY, 0)"),
+    "semaphore": ("libc.semget(KEY, 1, IPC_CREAT | 0o666)", "libc.semget(KEY, 0, 0)"),
+}
+# A task whose solution imports socket: its runs keep IP sockets on their own loopback.
+LOOPBACK = Task("hostile/loopback", "Square x.", "import socket\ndef task_func(x):\n", "task_func", "    return x * x\n",
+                SQUARE.test)
+
+
+@pytest.fixture()
+def one_slot():
+    """One worker, so that the finder runs on the slot the leaver used; no cache, no calibration."""
+    if os.geteuid() != 0:
+        pytest.skip("LOUD SKIP: per-run namespaces need root")
+    with SandboxExecutor(workers=1, settings=SETTINGS, preload=(), calibrate=False, cache=False) as ex:
+        if "run_ipcns" not in ex.confinement["features"]:
+            pytest.skip(f"LOUD SKIP: no per-run namespaces here ({ex.confinement['missing']})")
+        yield ex
+
+
+def leave(ex: SandboxExecutor, task: Task, setup: str) -> None:
+    """Run a program that passes after ``setup`` (statements, run at the first call of task_func) succeeded."""
+    body = "\n".join("        " + line for line in setup.strip("\n").splitlines())
+    program = (f"import ctypes, os, socket, time\nlibc = ctypes.CDLL(None, use_errno=True)\nleft = []\n"
+               f"def task_func(x):\n    if not left:\n        left.append(1)\n{body}\n    return x * x\n")
+    result = ex.run(task, program)
+    assert result.passed, f"the leaver itself failed, so the test proves nothing: {texts(result)}"
+
+
+@pytest.mark.parametrize("kind", sorted(SYSV))
+def test_sysv_ipc_objects_die_with_their_run(one_slot, kind):
+    key = int(uuid.uuid4().hex[:7], 16)
+    create, find = SYSV[kind]
+    prelude = f"KEY, IPC_CREAT = {key}, {IPC_CREAT}\n"
+    leave(one_slot, SQUARE, prelude + f"if {create} < 0:\n    raise OSError(ctypes.get_errno(), 'could not create')")
+    finder = succeed_if("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n" + prelude + f"ok = {find} >= 0")
+    assert_rejected(one_slot, finder, "attack blocked")
+
+
+def test_an_abstract_unix_listener_dies_with_its_run(one_slot):
+    name = f"\\0ccw-left-{uuid.uuid4().hex}"
+    leave(one_slot, SQUARE, f"""
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind({name!r})
+srv.listen(1)
+if os.fork() == 0:  # a process that keeps the listener open after the run reported
+    time.sleep(30)
+    os._exit(0)
+""")
+    finder = succeed_if(f"import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ns.connect({name!r})\nok = True")
+    assert_rejected(one_slot, finder, "attack blocked")
+
+
+def test_a_tcp_listener_dies_with_its_run(one_slot):
+    port = 20000 + int(uuid.uuid4().hex[:4], 16) % 20000
+    leave(one_slot, LOOPBACK, f"""
+srv = socket.socket()
+srv.bind(('127.0.0.1', {port}))
+srv.listen(1)
+if os.fork() == 0:
+    time.sleep(30)
+    os._exit(0)
+""")
+    finder = succeed_if(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).close()\nok = True")
+    assert_rejected(one_slot, finder, "attack blocked", task=LOOPBACK)
+
+
+def test_a_socket_in_time_wait_does_not_reach_the_next_run(one_slot):
+    port = 20000 + int(uuid.uuid4().hex[:4], 16) % 20000
+    # The server side closes first: its end of the connection, on the fixed port, stays in TIME_WAIT for 60 s.
+    leave(one_slot, LOOPBACK, f"""
+srv = socket.socket()
+srv.bind(('127.0.0.1', {port}))
+srv.listen(1)
+cli = socket.create_connection(('127.0.0.1', {port}))
+conn, _ = srv.accept()
+conn.close()
+srv.close()
+time.sleep(0.1)
+cli.close()
+""")
+    # A later run that binds the same port without SO_REUSEADDR (as many programs do) must not meet it.
+    victim = f"import socket\ndef task_func(x):\n    s = socket.socket()\n    s.bind(('127.0.0.1', {port}))\n    s.close()\n    return x * x\n"
+    result = one_slot.run(LOOPBACK, victim)
+    assert result.passed, texts(result)
