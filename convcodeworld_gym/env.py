@@ -254,6 +254,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             # Dict entries stay dicts ({} when not applicable): vector envs batch an info key by its type.
             "confinement": _confinement_info(result.details.get("confinement")),  # what the sandbox achieved
             "judge": result.details.get("judge"),  # split or inprocess
+            # How the task was calibrated: mode, canonical time, and a note when its canonical run failed once or for good.
+            "profile": dict(result.details.get("profile") or {}),
             "feedback_shown": {
                 "compilation": True,
                 "execution": self.config.execution if ef is not None else None,

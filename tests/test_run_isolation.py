@@ -8,11 +8,13 @@ Each test runs a *leaver* (a program that passes and leaves something behind in 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 
 import pytest
 
 from convcodeworld_gym.sandbox import SandboxExecutor
+from convcodeworld_gym.sandbox.launch import LocalLauncher
 from convcodeworld_gym.tasks import Task
 
 from hostile_programs import SQUARE, assert_rejected, succeed_if, texts
@@ -105,3 +107,52 @@ cli.close()
     victim = f"import socket\ndef task_func(x):\n    s = socket.socket()\n    s.bind(('127.0.0.1', {port}))\n    s.close()\n    return x * x\n"
     result = one_slot.run(LOOPBACK, victim)
     assert result.passed, texts(result)
+
+
+class MarkingLauncher(LocalLauncher):
+    """Local workers (real ones), each start counted; from the second start on, a file exists (``marker``) that
+    the canonical solution of :func:`flaky_task` needs: its first calibration run fails, a fresh worker's passes."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker, self.starts = marker, 0
+
+    def readable(self) -> list[str]:
+        return [*super().readable(), os.path.dirname(self.marker)]
+
+    def start(self, config):
+        self.starts += 1
+        if self.starts >= 2:
+            with open(self.marker, "w") as fh:
+                fh.write("fresh")
+        return super().start(config)
+
+
+def flaky_task(marker: str) -> Task:
+    solution = f"    return x * x if os.path.exists({marker!r}) else -1\n"
+    return Task("hostile/flaky_canonical", "Square x.", "import os\ndef task_func(x):\n", "task_func", solution, SQUARE.test)
+
+
+@pytest.mark.parametrize("first_mode_fails_for_good", [False, True], ids=["unlucky_first_run", "fails_for_good"])
+def test_calibration_retries_a_failing_canonical_in_a_fresh_worker(first_mode_fails_for_good):
+    from convcodeworld_gym import ConvCodeWorldEnv
+
+    where = f"/var/tmp/ccw_calibration_{uuid.uuid4().hex}"
+    os.makedirs(where, mode=0o755)
+    marker = f"{where}/{'never' if first_mode_fails_for_good else 'fresh'}"
+    try:
+        launcher = MarkingLauncher(f"{where}/fresh")
+        task = flaky_task(marker)
+        with SandboxExecutor(workers=1, settings=SETTINGS, preload=(), launcher=launcher) as ex:
+            profile = ex.profile(task)
+            if first_mode_fails_for_good:  # both modes fail, each also in a fresh worker: marked, and the note says so
+                assert not profile.canonical_passed and profile.note.count("also in a fresh worker") == 2, profile
+            else:  # the first run failed (the worker was 'polluted'); the retry in a fresh worker passed: still split
+                assert profile.canonical_passed and profile.mode.value == "split", profile
+                assert "failed once" in profile.note and "passed in a fresh worker" in profile.note, profile
+            env = ConvCodeWorldEnv("CF-EF_full", dataset=[task], executor=ex)
+            env.reset(options={"task_id": task.task_id})
+            _, _, _, _, info = env.step(task.ground_truth)
+            assert info["profile"]["note"] == profile.note
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
