@@ -14,7 +14,7 @@ import pytest
 from convcodeworld_gym.sandbox import LocalExecutor
 from convcodeworld_gym.tasks import Task
 
-from hostile_programs import MOCKED, SQUARE, assert_rejected, texts
+from hostile_programs import MOCKED, SQUARE, assert_rejected, succeed_if, texts
 from test_hostile import sandbox  # noqa: F401 - the shared module-scoped sandbox fixture
 
 UNITTEST = "u = __import__('unit' + 'test')\nTC = getattr(u, 'Test' + 'Case')\n"  # past the static check of in-process programs
@@ -230,3 +230,22 @@ def test_forged_events_fail_on_the_local_backend():
     with LocalExecutor() as ex:
         assert_rejected(ex, OUTPUTS["forged_events_then_exit"], "ProtocolViolation")
         assert_rejected(ex, OUTPUTS["deeply_nested_json"], "ProtocolViolation")
+
+
+def test_a_split_program_cannot_reach_the_judges_result_channel(sandbox):  # noqa: F811
+    # The judge (the program's parent) holds the channel; through /proc the program would reach it, but the
+    # judge is not dumpable, so its fd entries are not the program's to open.
+    attack = f"""
+data = {FORGED}
+wrote = False
+for fd in os.listdir(f'/proc/{{os.getppid()}}/fd'):
+    try:
+        with open(f'/proc/{{os.getppid()}}/fd/{{fd}}', 'wb', buffering=0) as fh:
+            fh.write(data)
+            wrote = True
+    except OSError:
+        pass
+ok = wrote
+"""
+    result = assert_rejected(sandbox, succeed_if(attack), "attack blocked", "Permission denied")
+    assert result.details["judge"] == "split" and "ProtocolViolation" not in texts(result)
