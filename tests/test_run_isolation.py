@@ -156,3 +156,24 @@ def test_calibration_retries_a_failing_canonical_in_a_fresh_worker(first_mode_fa
             assert info["profile"]["note"] == profile.note
     finally:
         shutil.rmtree(where, ignore_errors=True)
+
+
+def test_at_level_uid_the_sweep_removes_the_sysv_ipc_objects_of_the_slot_uid():
+    """Where runs share one IPC namespace (level ``uid``, in a container), the sweep after each run removes them."""
+    import subprocess
+
+    from convcodeworld_gym.sandbox.pool import _claim_uid
+    from convcodeworld_gym.sandbox.sweep import sweep_uid, sysv_ipc_ids
+
+    if os.geteuid() != 0 or not shutil.which("ipcmk"):
+        pytest.skip("LOUD SKIP: sweeping a uid needs root (to become it), and this test util-linux's ipcmk")
+    uid, lock = _claim_uid(62100)
+    try:
+        # util-linux's ipcmk, as the uid: a shared memory segment, a message queue and a semaphore set
+        subprocess.run(["ipcmk", "-M", "4096", "-Q", "-S", "1"], user=uid, group=uid, extra_groups=[], check=True,
+                       capture_output=True)
+        assert all(len(ids) == 1 for ids in sysv_ipc_ids(uid).values()), sysv_ipc_ids(uid)  # left: one of each
+        assert sweep_uid(uid, [])
+        assert sysv_ipc_ids(uid) == {"shm": [], "msg": [], "sem": []}
+    finally:
+        os.close(lock)
