@@ -152,6 +152,7 @@ class LocalExecutor(Executor):
             proc.wait()
         return events, stop_reason, describe_exit(proc.returncode)
 
+
 def new_token() -> str:
     """A fresh secret for one run: the runner starts each event line with it (``_runner.emit``)."""
     return secrets.token_hex(_TOKEN_BYTES)
@@ -201,7 +202,7 @@ def collect_events(
             for line in lines:
                 event, why = _decode(line, seal)
                 if event is None:
-                    events.append({"e": "violation", "tb": f"line {sum(e['e'] != 'violation' for e in events) + 1} {why}"})
+                    events.append({"e": "violation", "tb": f"line {len(events) + 1} {why}"})
                     return events, PROTOCOL_VIOLATION
                 events.append(event)
                 if clock.observe(event):
