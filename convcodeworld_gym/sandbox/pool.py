@@ -281,16 +281,17 @@ class SandboxExecutor(Executor):
 
         A canonical run that fails is tried once more in a freshly started worker before the task is
         downgraded to the next mode or marked failing, so that no mark comes from a polluted worker or an
-        unlucky run; the profile's note says what failed, and whether the retry passed.
+        unlucky run (not when the task imports a library this runtime lacks: that failure is no accident);
+        the profile's note says what failed, and whether the retry passed.
         """
         cap = self.time_policy.limits_for(None, self.limits)
         first = static_mode(task.test) or Mode.SPLIT
         tried = []
         for mode in dict.fromkeys((first, Mode.INPROCESS)):
             result = self._execute(task, task.ground_truth, mode, cap)
-            retried = ""
-            if not result.passed:
-                once = _why(result)
+            retried, fresh = "", False
+            if not result.passed and not result.details.get("missing_modules"):  # a missing library is no accident
+                once, fresh = _why(result), True
                 result = self._execute(task, task.ground_truth, mode, cap, fresh=True)
                 retried = f"{mode.value}: failed once ({once}), passed in a fresh worker" if result.passed else ""
             if result.passed:
@@ -298,7 +299,7 @@ class SandboxExecutor(Executor):
                 profile = TaskProfile(mode, round(result.details.get("run_s") or result.wall_time_s, 4), True,
                                       "; ".join(notes + ([retried] if retried else [])))
                 return profile, replace(result, details={**result.details, "profile": profile.to_json()})
-            tried.append(f"{mode.value}: {_why(result)}, also in a fresh worker")
+            tried.append(f"{mode.value}: {_why(result)}" + (", also in a fresh worker" if fresh else ""))
         return TaskProfile(Mode.INPROCESS, None, False, "canonical solution fails: " + "; ".join(tried)), None
 
     def _cache_key(self, task: Task, program: str, mode: Mode, limits: Limits) -> str | None:
