@@ -117,8 +117,8 @@ class Level(str, enum.Enum):
 
     * ``process``: own process group, scrubbed environment, private work dir, time limits.
     * ``uid``: also a distinct non-root uid per worker slot and rlimits (address space, file size, processes).
-    * ``namespaces``: also no network (empty net namespace), own PID namespace per run, read-only view of
-      the file system except a private size-limited tmpfs work dir, own IPC/UTS namespaces.
+    * ``namespaces``: also no network (empty net namespace), own PID, network and IPC namespaces per run,
+      read-only view of the file system except a private size-limited tmpfs work dir, own UTS namespace.
     * ``full``: also a seccomp filter (no sockets but ``AF_UNIX``, no ``kill(-1)``, no ptrace, mount,
       unshare, ...; :mod:`.seccomp`) and a Landlock domain (read only the interpreter and system dirs, write
       only the run's tmpfs, no TCP, signals scoped; :mod:`.landlock`).
