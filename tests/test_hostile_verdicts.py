@@ -249,3 +249,11 @@ ok = wrote
 """
     result = assert_rejected(sandbox, succeed_if(attack), "attack blocked", "Permission denied")
     assert result.details["judge"] == "split" and "ProtocolViolation" not in texts(result)
+
+
+def test_the_word_skip_in_a_test_source_does_not_let_a_program_skip(sandbox):  # noqa: F811
+    # 'skip' in a comment or an argument name (pandas' skiprows) is no skip of unittest's.
+    wordy = Task("hostile/mocked_skiprows", MOCKED.prompt, MOCKED.code_prompt, MOCKED.entry_point, MOCKED.canonical_solution,
+                 MOCKED.test + "# read_csv(..., skiprows=1) would skip the header\n")
+    result = assert_rejected(sandbox, MODULE_LEVEL["class_marked_skipped_on_creation"], *REFUSED, task=wordy)
+    assert result.details["judge"] == "inprocess"

@@ -27,6 +27,7 @@ import contextlib
 import json
 import linecache
 import os
+import re
 import sys
 import traceback
 import types
@@ -59,6 +60,8 @@ _SHOULD_STOP = unittest.case._ShouldStop  # noqa: SLF001 - raised by unittest it
 _SKIP_TEST_CODE = unittest.TestCase.skipTest.__code__
 _SUBTEST_CODE = unittest.TestCase.subTest.__wrapped__.__code__  # type: ignore[attr-defined]
 _REAL_TRACEBACK = BaseException.__dict__["__traceback__"].__get__  # a subclass's property cannot fake it
+#: What a test source that skips says (the word "skip" alone is common in comments and strings: "skiprows").
+_SKIP_WORDS = re.compile(r"skipTest|SkipTest|skipIf|skipUnless|__unittest_skip__|\bskip\(")
 _UNITTEST_NAMES = frozenset(
     name for module in (unittest, unittest.case) for name, value in vars(module).items()
     if isinstance(value, type) and issubclass(value, BaseException)
@@ -118,8 +121,8 @@ class TestGuard:
     """What the tests themselves may do to control a run, fixed after loading, before any test runs.
 
     Only the test may skip itself (``self.skipTest``, ``raise SkipTest`` in its own code, or a skip
-    decorator present when the tests were loaded), and only where the test source mentions skipping at
-    all; likewise an expected failure needs ``expectedFailure`` in the test source (the marks are read
+    decorator present when the tests were loaded), and only where the test source uses one of unittest's
+    ways to skip at all; likewise an expected failure needs ``expectedFailure`` in the test source (the marks are read
     after the program ran, which could have set them); only unittest's ``subTest`` of a test that
     expected failure when loaded may stop it. The
     origin of an exception is read from its real traceback (frame objects, which a program cannot
@@ -130,7 +133,7 @@ class TestGuard:
 
     def __init__(self, tests: list[unittest.TestCase], test_class: type, test_source: str) -> None:
         self.codes = _test_codes(test_class)
-        self.may_skip = "skip" in test_source.lower()
+        self.may_skip = _SKIP_WORDS.search(test_source) is not None
         self.skipped_at_load = {id(t) for t in tests if self.may_skip and _skip_marked(t)}
         may_expect = "expectedfailure" in test_source.lower()
         self.expecting_at_load = {id(t) for t in tests if may_expect and _expecting_failure(t)}
