@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from convcodeworld_gym.sandbox import SandboxExecutor
-from convcodeworld_gym.sandbox.runtime import missing_modules
 from convcodeworld_gym.tasks import load_tasks
 
 HERE = Path(__file__).resolve().parent
@@ -37,7 +36,7 @@ def pick_tasks(n_stdlib: int, n_pandas: int, executor: SandboxExecutor):
     stdlib, pandas = [], []
     for task in tasks:
         kind = stdlib if task.stdlib_only else pandas if task.third_party_modules <= DATA_LIBS and "pandas" in task.third_party_modules else None
-        if kind is None or len(kind) >= (n_stdlib if kind is stdlib else n_pandas) or missing_modules(task):
+        if kind is None or len(kind) >= (n_stdlib if kind is stdlib else n_pandas) or executor.runtime_probe().lacking_one(task):
             continue
         profile = executor.profile(task)
         if profile.canonical_passed and profile.canonical_s is not None and profile.canonical_s < 2.0:

@@ -28,6 +28,8 @@ from .combos import FeedbackConfig
 from .env import DEFAULT_MAX_REPLY_CHARS, DEFAULT_MAX_TURNS, ConvCodeWorldEnv
 from .errors import ReferenceLogError, ResetNeeded
 from .feedback.context import VerbalFeedback
+from .observation import TEXT_KEYS, make_observation, render_observation
+from .protocol import actionable
 from .records import TurnRecord, group_episodes, read_turns
 from .sandbox import Executor
 from .tasks import DatasetSpec, Task, TaskSet, load_tasks
@@ -155,11 +157,17 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         log: the reference log (run directory, ``turns.jsonl``, hub id, rows or :class:`ReferenceLog`).
         dataset, task_ids, stdlib_only, limit: the tasks, as for the live env; only tasks the
             log holds are played (``limit`` counts those), in the dataset's order.
-        executor, max_turns, max_reply_chars, render_mode: as for :class:`ConvCodeWorldEnv` (an
+        executor, max_turns, max_reply_chars, render_mode, allow_forgeable: as for :class:`ConvCodeWorldEnv` (an
             :class:`Executor` is shared and never closed; a factory's executor is owned and closed).
         verbal_feedback, simulator_kwargs: accepted so that live and static ids take the same
             kwargs; ignored (no simulator is built or called): static mode shows the logged
             verbal feedback.
+        stop_on_pass: end the episode at the model's first pass (default). ``False`` plays on
+            while the reference's log does, as the reference's static runs do (each static turn
+            is written anew on the reference's history), so the per-turn static Pass@1 is exact;
+            ``convcodeworld evaluate`` plays static ids so.
+        feedback_style: the style of the (unshown) feedback on the model's own code, logged in
+            ``info["judged"]``; the observation shows the reference's logged texts.
 
     ``reset`` shows the task, the reference's turn-0 code and the feedback on it (``turn`` 1).
     ``step(reply)`` is the evaluated model's turn ``i``: executed, rewarded 1.0 iff all tests
@@ -209,6 +217,9 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         simulator_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
         render_mode: str | None = None,
+        stop_on_pass: bool = True,
+        feedback_style: str = "reference",
+        allow_forgeable: bool = False,
     ) -> None:
         del verbal_feedback, simulator_kwargs  # static mode shows the logged verbal feedback; nothing is generated
         if log is None:
@@ -221,6 +232,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         self.reference = load_reference(log, self.config, max_turns)
         self.max_turns = max_turns
         self.render_mode = render_mode
+        self.stop_on_pass = bool(stop_on_pass)
         tasks = self._select_tasks(load_tasks(dataset), task_ids, stdlib_only, limit)
         # The judge runs the model's code with the same CF/EF; it never has a verbal simulator.
         self._judge = ConvCodeWorldEnv(
@@ -229,6 +241,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             executor=executor,
             max_turns=max_turns,
             max_reply_chars=max_reply_chars,
+            feedback_style=feedback_style,  # type: ignore[arg-type]
+            allow_forgeable=allow_forgeable,
         )
         self._round_judge: ConvCodeWorldEnv | None = None
         self.tasks: TaskSet = self._judge.tasks
@@ -236,6 +250,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         self.action_space = self._judge.action_space
         self._turn = 0
         self._done = True
+        self._judge_done = False
         self._last_obs: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ API
@@ -256,6 +271,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         if wanted is not None and str(wanted) not in self.tasks:
             self.reference.episode(str(wanted))  # a task the log lacks: say so, naming the log
         _, judge_info = self._judge.reset(seed=seed, options=options)
+        self._judge_done = False
         self._turn = 1
         self._done = False
         obs = self._frozen_observation(0)
@@ -265,6 +281,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             "reference_log": self.reference.source,
             "reference_turns": len(self.reference.episode(self.task.task_id)),
             "reference_passed_at": self.reference.passed_at(self.task.task_id),
+            "feedback_shown": self._feedback_shown(self.reference.episode(self.task.task_id)[0]),
+            **self._protocol_facts(self.reference.episode(self.task.task_id)[0]),
         }
         return obs, info
 
@@ -272,10 +290,13 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         if self._done:
             raise ResetNeeded("the episode is over (or never started): call env.reset() before step()")
         turn = self._turn
-        judged_obs, reward, _, _, judge_info = self._judge.step(action)
         task_id = self.task.task_id
+        if self._judge_done:  # the model passed earlier and plays on (stop_on_pass=False)
+            self._judge.reset(options={"task_id": task_id})
+        judged_obs, reward, judge_terminated, judge_truncated, judge_info = self._judge.step(action)
+        self._judge_done = judge_terminated or judge_truncated
         reference_passed_at = self.reference.passed_at(task_id)
-        terminated = bool(judge_info["passed"])
+        terminated = bool(judge_info["passed"]) and self.stop_on_pass
         if terminated:
             end = "passed"
         elif turn >= self.max_turns:  # before the reference's pass: one at turn max_turns earns no credit
@@ -293,15 +314,22 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             **judge_info,
             "turn": turn,
             "feedback": self.config.name,
-            "judged": {key: judged_obs[key] for key in ("code", "compilation_feedback", "execution_feedback", "verbal_feedback")},
+            "judged": {key: judged_obs[key] for key in TEXT_KEYS},
             "feedback_shown": self._feedback_shown(self.reference.episode(task_id)[shown]),
             "verbal_feedback_source": None,
             "episode_end": end,
             "reference_log": self.reference.source,
             "reference_turn_shown": shown,
             "reference_passed_at": reference_passed_at,
+            **self._protocol_facts(self.reference.episode(task_id)[shown]),
         }
         return obs, reward, terminated, truncated, info
+
+    def user_feedback_for(self, code: str) -> str | None:
+        """The user's words shown on the reference's turn in view: static mode replays the
+        logged feedback, whatever ``code`` (the reference protocol's turn after a compile fix)."""
+        del code
+        return self._last_obs["verbal_feedback"] if self._last_obs is not None else None
 
     def rounds(self) -> Iterator[BanditRound]:
         """Every static turn of every task as a contextual-bandit round, task by task, turn by turn.
@@ -316,18 +344,34 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
                     break
                 yield BanditRound(task, turn, episode[:turn], self._observation_of(task, episode[turn - 1], turn))
 
+    def judge_own_turn0(self, reply: str) -> tuple[dict[str, Any], float, dict[str, Any]]:
+        """Judge the evaluated model's own turn-0 program for the current task, outside the
+        episode (a static replay starts at turn 1): ``(obs, reward, info)`` of the judge, with
+        ``info["reference_log"]`` set so the row is logged as part of the static run. The
+        static MRR credits it (``compensate_init``); the per-turn table does not show it.
+        """
+        judge = self._own_judge()
+        judge.reset(options={"task_id": self.task.task_id})
+        obs, reward, _, _, info = judge.step(reply)
+        return obs, float(reward), {**info, "turn": 0, "episode_end": None, "reference_log": self.reference.source}
+
+    def _own_judge(self) -> ConvCodeWorldEnv:
+        if self._round_judge is None:
+            self._round_judge = ConvCodeWorldEnv(
+                FeedbackConfig(self.config.execution, "none"), dataset=self.tasks, executor=self._judge.executor,
+                max_turns=self.max_turns, max_reply_chars=self._judge.max_reply_chars, feedback_style=self._judge.feedback_style,
+                allow_forgeable=self._judge.allow_forgeable,
+            )
+        return self._round_judge
+
     def score(self, round: BanditRound, reply: str) -> float:
         """The reward of ``reply`` in ``round``: 1.0 iff its code passes all the task's tests.
 
         Uses its own judge on the same executor, so it does not disturb a running episode.
         """
-        if self._round_judge is None:
-            self._round_judge = ConvCodeWorldEnv(
-                FeedbackConfig(self.config.execution, "none"), dataset=self.tasks, executor=self._judge.executor,
-                max_turns=self.max_turns, max_reply_chars=self._judge.max_reply_chars,
-            )
-        self._round_judge.reset(options={"task_id": round.task.task_id})
-        _, reward, _, _, _ = self._round_judge.step(reply)
+        judge = self._own_judge()
+        judge.reset(options={"task_id": round.task.task_id})
+        _, reward, _, _, _ = judge.step(reply)
         return float(reward)
 
     def render(self) -> str | None:
@@ -336,9 +380,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         if self._last_obs is None:
             return "(no episode: call reset())\n"
         obs = self._last_obs
-        parts = [f"=== {self.task.task_id} [ConvCodeBench {self.config.name}] reference turn {obs['turn'] - 1}, next turn {obs['turn']} ==="]
-        parts += [f"--- {key} ---\n{obs[key]}" for key in ("code", "compilation_feedback", "execution_feedback", "verbal_feedback") if obs[key]]
-        return "\n".join(parts) + "\n"
+        header = f"{self.task.task_id} [ConvCodeBench {self.config.name}] reference turn {obs['turn'] - 1}, next turn {obs['turn']}"
+        return render_observation(header, obs)
 
     def close(self) -> None:
         if self._round_judge is not None:
@@ -367,14 +410,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         return selected.subset(limit=limit) if limit is not None else selected
 
     def _observation_of(self, task: Task, row: TurnRecord, next_turn: int) -> dict[str, Any]:
-        return {
-            "task": task.prompt,
-            "code": row.code,
-            "compilation_feedback": row.compilation_feedback,
-            "execution_feedback": row.execution_feedback,
-            "verbal_feedback": row.verbal_feedback,
-            "turn": next_turn,
-        }
+        return make_observation(task.prompt, next_turn, code=row.code, compilation_feedback=row.compilation_feedback,
+                                execution_feedback=row.execution_feedback, verbal_feedback=row.verbal_feedback)
 
     def _frozen_observation(self, reference_turn: int) -> dict[str, Any]:
         row = self.reference.episode(self.task.task_id)[reference_turn]
@@ -382,9 +419,21 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         self._last_obs = obs
         return obs
 
+    def _protocol_facts(self, row: TurnRecord) -> dict[str, Any]:
+        """What the reference protocol decides on for the frozen turn ``row`` in view."""
+        ef = row.execution_feedback if self._feedback_shown(row)["execution"] else None
+        return {
+            "shown_compiles": row.compile_ok,
+            "actionable": actionable(self.config, passed=row.passed, compile_ok=row.compile_ok, execution_feedback=ef,
+                                     verbal_feedback=row.verbal_feedback),
+        }
+
     def _feedback_shown(self, row: TurnRecord) -> dict[str, Any]:
+        # EF is shown for every program that compiled (an empty text is a timeout's), and for one
+        # that did not when the log holds its text (the reference's style)
+        ef_shown = self.config.execution != "none" and (row.compile_ok or bool(row.execution_feedback))
         return {
             "compilation": True,
-            "execution": self.config.execution if row.execution_feedback else None,
+            "execution": self.config.execution if ef_shown else None,
             "verbal": self.config.verbal if row.verbal_feedback else None,
         }

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .observation import make_observation
 from .policies.base import fenced
 from .policies.llm import OpenAIPolicy
 from .policies.synthetic import Mutation, SyntheticCoder, apply_mutations, inject_bugs
@@ -128,10 +129,10 @@ def replayed_state(coder: SyntheticCoder, task: Task, feedback: str, seed: int, 
             coder (same strength and ``max_bugs``) with this ``seed`` and combination.
     """
     episode = coder.start(task, feedback=feedback, seed=seed)
-    episode.act({"task": task.prompt, "code": "", "turn": 0})
+    episode.act(make_observation(task.prompt, 0))
     for row in history[:-1]:
-        episode.act({"task": task.prompt, "code": row.code, "turn": row.turn + 1, "compilation_feedback": row.compilation_feedback,
-                     "execution_feedback": row.execution_feedback, "verbal_feedback": row.verbal_feedback})
+        episode.act(make_observation(task.prompt, row.turn + 1, code=row.code, compilation_feedback=row.compilation_feedback,
+                                     execution_feedback=row.execution_feedback, verbal_feedback=row.verbal_feedback))
     state = BugState(tuple(episode.bugs))  # type: ignore[attr-defined]
     if program(task, state).strip() != history[-1].code.strip():
         raise ValueError(

@@ -27,6 +27,7 @@ from gymnasium import spaces
 
 from .extract import extract_code
 from .feedback import compilation_feedback
+from .observation import FEEDBACK_KEYS
 from .tasks import Task
 
 __all__ = [
@@ -88,7 +89,7 @@ class FeedbackFeatures:
         return 3 + len(ERROR_TYPES) + 1 + 3 + self.hash_dim
 
     def __call__(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> np.ndarray:
-        text = "\n".join(str(obs[k]) for k in ("compilation_feedback", "execution_feedback", "verbal_feedback"))
+        text = "\n".join(str(obs[k]) for k in FEEDBACK_KEYS)
         errors = [float(name in text) for name in ERROR_TYPES]
         other = float("Error" in text and not any(errors))
         head = [
@@ -96,7 +97,7 @@ class FeedbackFeatures:
             float(info.get("compile_ok", 0.0)),
             float(obs["turn"]) / max(self.max_turns + 1, 1),
         ]
-        shown = [float(bool(obs[k])) for k in ("compilation_feedback", "execution_feedback", "verbal_feedback")]
+        shown = [float(bool(obs[k])) for k in FEEDBACK_KEYS]
         return np.concatenate([np.asarray(head + errors + [other] + shown, np.float32), hashed_tokens(text, self.hash_dim)])
 
 

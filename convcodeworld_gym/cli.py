@@ -2,11 +2,12 @@
 
 Subcommands:
     demo              play a few episodes with the canonical solution and with a wrong-then-right
-                      policy, printing every turn (works offline on HumanEval)
+                      policy, printing every turn (offline: --dataset humaneval)
     evaluate          run a policy on every task of one or more ids, log every turn, print the report
                       (logic: :mod:`.evaluate`, :mod:`.policies`)
     report            print and write the tables and plot of a run directory (logic: :mod:`.report`)
     selfcheck         run every canonical solution of a task set in the sandbox; pass rate and why each failure failed
+    runtime           build a task set's pinned runtime in its own venv (``runtime install bigcodebench``)
     import-reference  convert the reference implementation's result files into a turn log
     correlate         Spearman correlation of live vs static (ConvCodeBench) MRR and Recall rankings
 """
@@ -25,11 +26,15 @@ import gymnasium as gym
 
 from .errors import ConvCodeWorldError
 from .evaluate import EvalConfig, default_dataset, run_evaluation
+from .feedback.execution import FEEDBACK_STYLES
+from .observation import FEEDBACK_KEYS
 from .policies import POLICY_KINDS, make_policy
+from .protocol import PROTOCOLS
 from .registration import LIVE_IDS, env_id
 from .report import write_report
 from .sandbox import Executor, Limits, SandboxExecutor
 from .sandbox.confine import Level
+from .sandbox.runtimes import KNOWN_RUNTIMES, RUNTIME_PYTHON_ENV, RUNTIMES_DIR_ENV, install_runtime, resolve_runtime, runtimes_dir
 from .tasks import BIGCODEBENCH_ENV, Task
 
 __all__ = ["main", "build_parser"]
@@ -47,7 +52,7 @@ def _play(env: gym.Env, task_id: str, replies: Callable[[Task, int], str], out=s
         turn = obs["turn"]
         obs, reward, terminated, truncated, info = env.step(replies(task, turn))
         print(f"  turn {turn}: reward={reward:.0f} tests passed {info['pass_fraction']:.0%}", file=out)
-        for key in ("compilation_feedback", "execution_feedback", "verbal_feedback"):
+        for key in FEEDBACK_KEYS:
             if obs[key]:
                 shown = textwrap.shorten(obs[key].replace("\n", " | "), width=110, placeholder=" ...")
                 print(f"    {key}: {shown}", file=out)
@@ -58,9 +63,7 @@ def _play(env: gym.Env, task_id: str, replies: Callable[[Task, int], str], out=s
 
 def cmd_demo(args: argparse.Namespace) -> int:
     dataset = args.dataset or default_dataset()[0]
-    kwargs = {"dataset": dataset, "max_turns": args.max_turns}
-    if dataset == "bigcodebench":
-        kwargs["stdlib_only"] = True
+    kwargs = {"dataset": dataset, "max_turns": args.max_turns, "runtime": args.runtime}
     env = gym.make(env_id(args.feedback), **kwargs)
     try:
         tasks = env.unwrapped.tasks  # type: ignore[attr-defined]
@@ -102,26 +105,47 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
     from .selfcheck import run_selfcheck
     from .tasks import load_tasks
 
-    tasks = load_tasks(args.dataset, stdlib_only=args.stdlib_only, limit=args.limit)
-    with SandboxExecutor(workers=args.workers, require=args.require) as executor:
-        report = run_selfcheck(tasks, executor)
+    ids = [t.strip() for t in args.task_ids.split(",") if t.strip()] if args.task_ids else None
+    tasks = load_tasks(args.dataset, ids=ids, stdlib_only=args.stdlib_only)
+    with SandboxExecutor(workers=args.workers, require=args.require, runtime=args.runtime) as executor:
+        report = run_selfcheck(tasks, executor, by_id=ids is not None, limit=args.limit, progress=not args.no_progress)
     print(report.render())
     return 0 if report.passed == report.total else 1
+
+
+def _add_runtime(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runtime", default=None, help=(
+        "the interpreter that runs the programs: a python executable, a venv dir, or 'bigcodebench' (see "
+        f"`convcodeworld runtime install`); default ${RUNTIME_PYTHON_ENV}, else the installed BigCodeBench runtime, "
+        "else this interpreter"))
+
+
+def cmd_runtime(args: argparse.Namespace) -> int:
+    if args.action == "where":
+        print(resolve_runtime(None) or f"{sys.executable} (this interpreter: no runtime installed or configured)")
+        return 0
+    python = install_runtime(args.name, target=args.dir, python=args.python, requirements=args.requirements,
+                             nltk_data=not args.no_nltk_data)
+    if args.dir is not None:
+        print(f"use it with --runtime {Path(args.dir)} (or ${RUNTIME_PYTHON_ENV}={python})")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convcodeworld", description="ConvCodeWorld / ConvCodeBench environments.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="play a few episodes with scripted policies and print each turn")
-    demo.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench stdlib if ${BIGCODEBENCH_ENV} is set, else humaneval)")
+    demo.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
     demo.add_argument("--feedback", default="CF-EF_full", help=f"feedback combination (ids: {', '.join(LIVE_IDS)})")
     demo.add_argument("--episodes", type=int, default=3, help="number of tasks to play")
     demo.add_argument("--max-turns", type=int, default=10)
+    _add_runtime(demo)
     demo.set_defaults(func=cmd_demo)
     _add_evaluate(sub)
     rep = sub.add_parser("report", help="print and write the tables (Markdown, CSV) and the plot (PNG) of a run")
     rep.add_argument("run_dir", help="the --out directory of an evaluate run")
     rep.add_argument("--out", help="where to write the files (default: the run directory)")
+    _add_compensate_init(rep)
     rep.set_defaults(func=cmd_report)
 
     imp = sub.add_parser("import-reference", help="convert the reference repository's result files into a turn log")
@@ -143,11 +167,32 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("selfcheck", help="run every canonical solution of a task set; report pass rate and failure reasons")
     check.add_argument("--dataset", default="humaneval", help="humaneval, bigcodebench or a task file")
     check.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
+    check.add_argument("--task-ids", help="comma-separated task ids (run even when the runtime lacks what they need)")
     check.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    check.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_runtime(check)
     check.add_argument("--workers", type=int, default=None, help="sandbox workers (default: CPUs)")
     check.add_argument("--require", default=None, choices=[level.value for level in Level], help="fail unless this confinement level is reached")
     check.set_defaults(func=cmd_selfcheck)
+
+    rt = sub.add_parser("runtime", help="build a task set's pinned runtime in its own venv, or show the one in use",
+                        description=f"install NAME: build the runtime in its own venv under {runtimes_dir()} "
+                        f"(${RUNTIMES_DIR_ENV}), where the env finds it without flags. where: print the runtime in use.")
+    rt.add_argument("action", choices=("install", "where"))
+    rt.add_argument("name", nargs="?", default="bigcodebench", choices=sorted(KNOWN_RUNTIMES))
+    rt.add_argument("--dir", default=None, help="build it here instead (then pass --runtime DIR)")
+    rt.add_argument("--python", default=None, help="the Python that makes the venv (default: this one's base; 3.10 or 3.11)")
+    rt.add_argument("--requirements", default=None, help="requirements file (default: envs/<name>/requirements.txt)")
+    rt.add_argument("--no-nltk-data", action="store_true", help="do not download NLTK data")
+    rt.set_defaults(func=cmd_runtime)
     return parser
+
+
+def _add_compensate_init(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-compensate-init", dest="compensate_init", action="store_false",
+        help="static MRR: do not credit the model's own turn-0 pass (the reference's compensate_init=False)",
+    )
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -160,29 +205,39 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("ids", nargs="*", help="env ids or combinations (CF-EF_full); default: all 9 ConvCodeWorld ids")
     data = ev.add_argument_group("tasks")
-    data.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: the standard-library BigCodeBench tasks if ${BIGCODEBENCH_ENV} is set, else humaneval)")
+    data.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub; tasks the runtime cannot serve are left out with a warning)")
     data.add_argument("--stdlib-only", action="store_true", default=None, help="only tasks needing nothing but the standard library")
     data.add_argument("--task-ids", help="comma-separated task ids")
     data.add_argument("--limit", type=int, help="first N tasks only")
     pol = ev.add_argument_group("policy")
-    pol.add_argument("--policy", choices=POLICY_KINDS, default="synthetic", help="default: synthetic")
+    pol.add_argument("--policy", choices=POLICY_KINDS, default=None,
+                     help="default: openai when --model or --base-url is given, else synthetic")
     pol.add_argument("--strength", type=float, default=0.5, help="synthetic coder's strength in [0, 1] (default 0.5)")
     pol.add_argument("--replay-file", help="replay policy: JSONL of task_id, turn, reply (or task_id, solution)")
     pol.add_argument("--model", help="openai policy: the model name")
     pol.add_argument("--base-url", help="openai policy: endpoint, e.g. http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama); default OpenAI")
     pol.add_argument("--api-key", help="openai policy: the key (default $OPENAI_API_KEY; prefer the variable: arguments show in `ps`)")
     pol.add_argument("--temperature", type=float, default=0.0)
-    pol.add_argument("--max-tokens", type=int, default=1024)
+    pol.add_argument("--max-tokens", type=int, default=2048, help="new tokens per reply (default 2048, as the paper)")
     pol.add_argument("--n", type=int, default=1, help="choices per request; the first is played")
     pol.add_argument("--history", action="store_true", help="send the whole conversation, not only the previous code and this turn's feedback")
     pol.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts, with exponential backoff")
     pol.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     sim = ev.add_argument_group("verbal feedback (SNF / SEF ids only)")
     sim.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto")
-    sim.add_argument("--simulator-model", help="model of the LLM simulator (the paper: gpt-4o)")
+    sim.add_argument("--simulator-model", help="model of the LLM simulator (default: the paper's gpt-4o-2024-05-13)")
     sim.add_argument("--simulator-base-url", help="endpoint of the LLM simulator")
     run = ev.add_argument_group("run")
     run.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0 (default 10)")
+    run.add_argument("--protocol", choices=PROTOCOLS, default="reference",
+                     help="reference (default): call the model only when the reference does (no call on a turn with nothing "
+                     "to act on, compile fixes inside a turn); always: one call every turn")
+    run.add_argument("--turn0", metavar="FILE",
+                     help="BigCodeBench samples (JSONL of task_id, solution) as every task's turn 0, judged without a "
+                     "model call, in live and static runs (the paper's turn 0); default: the policy writes turn 0")
+    run.add_argument("--feedback-style", choices=FEEDBACK_STYLES, default="reference",
+                     help="execution feedback text: reference (default, the text the paper's models saw) or rich "
+                     "(source lines, whole tracebacks)")
     run.add_argument("--concurrency", type=int, default=2, help="episodes at once (threads; one shared executor)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--out", help="run directory (default: runs/<policy>-<tasks>); rerun with the same settings to resume")
@@ -191,7 +246,9 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--ray", metavar="ADDRESS", help="run the programs on a Ray cluster (ray://head:10001, auto, host:6379, or 'local' for a Ray instance on this machine); each node runs the confined sandbox")
     run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="extra env kwarg (VALUE parsed as JSON, else a string); repeatable")
     run.add_argument("--no-report", action="store_true", help="do not print and write the report at the end")
+    _add_compensate_init(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_runtime(run)
     ev.set_defaults(func=cmd_evaluate)
 
 
@@ -225,7 +282,18 @@ def _ray_executor(address: str, limits: Limits) -> Executor:
     return make_ray_executor(address, limits)
 
 
+def _policy_kind(args: argparse.Namespace) -> str:
+    """``--policy``, or openai when ``--model`` / ``--base-url`` name a model without it."""
+    endpoint = args.model is not None or args.base_url is not None
+    if args.policy is None:
+        return "openai" if endpoint else "synthetic"
+    if endpoint and args.policy != "openai":
+        raise ValueError(f"--model / --base-url are options of the openai policy, not of --policy {args.policy}; drop them or pass --policy openai")
+    return str(args.policy)
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    args.policy = _policy_kind(args)
     dataset, stdlib_default = (args.dataset, False) if args.dataset else default_dataset()
     stdlib_only = stdlib_default if args.stdlib_only is None else args.stdlib_only
     policy = make_policy(
@@ -254,12 +322,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         env_kwargs=_env_kwargs(args.env_kwarg),
         verbal_env_kwargs={"simulator_kwargs": {k: v for k, v in simulator.items() if v is not None}},
+        protocol=args.protocol,
+        feedback_style=args.feedback_style,
+        turn0=args.turn0,
     )
     tasks_label = f"{dataset}{'-stdlib' if stdlib_only else ''}{f'-limit{args.limit}' if args.limit is not None else ''}"
     out = Path(args.out or Path("runs") / _slug(f"{policy.name}-{Path(tasks_label).name}"))
     print(f"run directory: {out}" + ("   [SYNTHETIC coder: numbers are no claim about any model]" if policy.synthetic else ""))
     limits = Limits(suite_timeout_s=args.suite_timeout, test_timeout_s=args.test_timeout)
-    executor = _ray_executor(args.ray, limits) if args.ray is not None else SandboxExecutor(limits)
+    if args.ray is not None and args.runtime is not None:
+        raise ValueError("--runtime applies to the local sandbox; with --ray each node runs its own interpreter")
+    executor = _ray_executor(args.ray, limits) if args.ray is not None else SandboxExecutor(limits, runtime=args.runtime)
     try:
         summary = run_evaluation(
             config, policy, out, executor=executor, progress=None if args.no_progress else run_evaluation.__kwdefaults__["progress"]
@@ -276,11 +349,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"{name}: skipped ({why})")
     if args.no_report or not summary.played and not any(summary.resumed.values()):
         return 0
-    return _print_report(out, None)
+    return _print_report(out, None, compensate_init=args.compensate_init)
 
 
-def _print_report(run_dir: Path | str, out: str | None) -> int:
-    report, paths = write_report(run_dir, out)
+def _print_report(run_dir: Path | str, out: str | None, *, compensate_init: bool = True) -> int:
+    report, paths = write_report(run_dir, out, compensate_init=compensate_init)
     print()
     print(report.markdown())
     print(f"tables: {paths['markdown']}, {paths['pass_csv']}, {paths['mrr_csv']}")
@@ -289,7 +362,7 @@ def _print_report(run_dir: Path | str, out: str | None) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return _print_report(args.run_dir, args.out)
+    return _print_report(args.run_dir, args.out, compensate_init=args.compensate_init)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,11 +8,13 @@ exactly when every test passes, whatever feedback the combination shows.
 Holds:
     ConvCodeWorldEnv   the Gymnasium environment
     Timings            per-step timings in ``info`` (compare equal: they are measurements)
-    OBSERVATION_KEYS   the text fields of an observation, in order
+    OBSERVATION_KEYS   the keys of an observation, in order (from :mod:`.observation`)
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,20 +22,23 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from .combos import FeedbackConfig
 from .errors import ResetNeeded
 from .extract import build_program, extract_code
-from .feedback import PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
+from .feedback import NO_SYNTAX_ERRORS, PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
+from .feedback.execution import FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, trim_feedback
+from .observation import OBSERVATION_KEYS, make_observation, observation_space, render_observation
+from .protocol import actionable
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
+from .sandbox.forgeable import default_task_set
+from .sandbox.needs import Lacking, choose_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
-from .tasks import DatasetSpec, Task, TaskSet, load_tasks
+from .tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks
 
 __all__ = ["ConvCodeWorldEnv", "Timings", "OBSERVATION_KEYS", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_REPLY_CHARS"]
 
-OBSERVATION_KEYS = ("task", "code", "compilation_feedback", "execution_feedback", "verbal_feedback", "turn")
 DEFAULT_MAX_TURNS = 10
 #: Replies longer than this are rejected as a failed turn (never compiled or run).
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
@@ -48,6 +53,15 @@ class Timings:
     execute_s: float = field(default=0.0, compare=False)
     verbal_s: float = field(default=0.0, compare=False)
     step_s: float = field(default=0.0, compare=False)
+
+
+def _forgeable(details: Mapping[str, Any]) -> bool:
+    """Was the result judged where the program could forge it (in-process)?
+
+    >>> _forgeable({"judge": "split"}), _forgeable({"judge": "inprocess"}), _forgeable({})
+    (False, True, False)
+    """
+    return bool(details.get("forgeable", details.get("judge") == "inprocess"))
 
 
 def _confinement_info(reported: dict[str, Any] | None) -> dict[str, Any]:
@@ -65,7 +79,16 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
     Args:
         feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
         dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks.
-        task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`).
+        task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`). Without ``task_ids``
+            (a default set), tasks whose solution or tests need modules or NLTK data the executor's runtime
+            lacks are left out, with one logged warning naming them and the install command; tasks asked
+            for by id always stay, and ``info["missing_modules"]`` / ``info["missing_data"]`` name what they
+            lack (their execution feedback starts with a note saying so).
+        strict_runtime: raise :class:`~convcodeworld_gym.errors.MissingRuntimeDependencies` instead when any
+            selected task needs what the runtime lacks.
+        runtime: the interpreter the default executor runs programs with (a Python executable, a venv dir, or
+            ``"bigcodebench"`` once ``convcodeworld runtime install bigcodebench`` has built it); see
+            :mod:`~convcodeworld_gym.sandbox.runtimes` for the default. Not with ``executor=``.
         executor: runs the tests. An :class:`Executor` is shared: the env never closes it (pass
             one to several envs, e.g. ``gym.make_vec(id, n, executor=ex)``). A zero-argument
             callable returning an Executor is called once and the result is owned (and closed)
@@ -78,13 +101,28 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         simulator_kwargs: keyword arguments of ``make_simulator`` (``backend``, ``model``,
             ``base_url``, ``cache_path``, ``seed``, ...) for the simulator the env builds.
         max_reply_chars: longer replies are a failed turn with an explanation.
+        feedback_style: ``"reference"`` (default): the execution feedback text the reference's
+            model saw (no source lines in frames of ``__test__.py``, ``ALL`` and the exception's
+            message for a crash outside the tests, an empty text after a timeout, and EF
+            for code that does not compile: ``ALL`` and its SyntaxError's text); ``"rich"``:
+            source lines and whole tracebacks, a block per timed-out test, no EF for code that
+            does not compile (see :mod:`~convcodeworld_gym.feedback.execution`).
         render_mode: ``None`` or ``"ansi"``.
+        allow_forgeable: keep the tasks only an in-process judge can judge (where a program can forge
+            its verdict; see :mod:`~convcodeworld_gym.sandbox.forgeable`), and let the env's own
+            executor judge them in-process. Default: a default task set leaves them out, with one logged
+            warning (tasks asked for by ``task_ids`` are kept, judged split).
+            Every step's ``info`` says how it was judged: ``judge`` (``split`` or ``inprocess``) and
+            ``forgeable``.
 
     Observation (a ``Dict`` of text fields and the turn): ``task`` (the instruction),
     ``code`` (the code judged this step), ``compilation_feedback``, ``execution_feedback`` and
     ``verbal_feedback`` (``""`` when not shown), ``turn`` (index of the next submission).
 
     Action: the model's raw reply, or bare code (any ``str``).
+
+    Attributes: ``tasks`` (the task set played), ``missing`` (task id -> what the runtime lacks of its
+    needs: the tasks left out of a default set, or those asked for by id that cannot pass here).
 
     >>> env = ConvCodeWorldEnv("CF-EF_full", dataset="humaneval")
     >>> obs, info = env.reset(seed=0, options={"task_id": "HumanEval/0"})
@@ -104,19 +142,26 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
     def __init__(
         self,
         feedback: str | FeedbackConfig = "CF",
-        dataset: DatasetSpec = "bigcodebench",
+        dataset: DatasetSpec = DEFAULT_DATASET,
         *,
         task_ids: list[str] | tuple[str, ...] | None = None,
         stdlib_only: bool = False,
         limit: int | None = None,
+        strict_runtime: bool = False,
+        runtime: str | os.PathLike[str] | None = None,
         executor: Executor | Callable[[], Executor] | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         verbal_feedback: VerbalFeedback | None = None,
         simulator_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
+        feedback_style: FeedbackStyle = "reference",
         render_mode: str | None = None,
+        allow_forgeable: bool = False,
     ) -> None:
         self.config = FeedbackConfig.parse(feedback)
+        if feedback_style not in FEEDBACK_STYLES:
+            raise ValueError(f"feedback_style must be one of {FEEDBACK_STYLES}, got {feedback_style!r}")
+        self.feedback_style: FeedbackStyle = feedback_style
         if self.config.verbal == "none" and (verbal_feedback is not None or simulator_kwargs is not None):
             raise ValueError(
                 f"combination {self.config.name} shows no verbal feedback; drop verbal_feedback= / simulator_kwargs="
@@ -133,18 +178,32 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
 
-        self.tasks: TaskSet = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only, limit=limit)
-        if len(self.tasks) == 0:
-            raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit")
+        tasks = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only)
+        self.allow_forgeable = allow_forgeable
+        if task_ids is None:  # a default set: without the tasks only an in-process judge can judge
+            tasks = default_task_set(tasks, allow_forgeable)
         self.max_turns = max_turns
         self.max_reply_chars = max_reply_chars
         self.render_mode = render_mode
+        if runtime is not None and executor is not None:
+            raise ValueError("pass runtime= or executor=, not both (give the executor its runtime: SandboxExecutor(runtime=...))")
         self._owns_executor = not isinstance(executor, Executor)
         if executor is None:
-            executor = SandboxExecutor
+            executor = functools.partial(SandboxExecutor, runtime=runtime, allow_forgeable=allow_forgeable)
         self.executor: Executor = executor if isinstance(executor, Executor) else executor()
         if not isinstance(self.executor, Executor):
             raise TypeError(f"executor must be an Executor or a callable returning one, got {type(self.executor).__name__}")
+        try:
+            tasks, self.missing = choose_tasks(tasks, self.executor.runtime_probe(), by_id=task_ids is not None,
+                                               strict=strict_runtime)
+            self.tasks: TaskSet = tasks.subset(limit=limit) if limit is not None else tasks
+            if len(self.tasks) == 0:
+                raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit "
+                                 "(and the warning above on tasks left out for what the runtime lacks)")
+        except BaseException:
+            if self._owns_executor:
+                self.executor.close()
+            raise
         self._owns_verbal_feedback = verbal_feedback is None and self.config.verbal != "none"
         if self._owns_verbal_feedback:
             from .feedback.verbal import make_simulator  # the LLM client is only imported when needed
@@ -153,22 +212,13 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             verbal_feedback = make_simulator(self.config.verbal, **options)
         self.verbal_feedback = verbal_feedback
 
-        text = UnicodeText(MAX_TEXT_CHARS)
         self.action_space = UnicodeText(MAX_TEXT_CHARS)
-        self.observation_space = spaces.Dict(
-            {
-                "task": text,
-                "code": text,
-                "compilation_feedback": text,
-                "execution_feedback": text,
-                "verbal_feedback": text,
-                "turn": spaces.Discrete(max_turns + 2),
-            }
-        )
+        self.observation_space = observation_space(max_turns)
         self._task: Task | None = None
         self._turn = 0
         self._done = True
         self._last_obs: dict[str, Any] | None = None
+        self._last_judged: tuple[str | None, ExecutionResult] | None = None  # (EF shown, result) of the last step
 
     # ------------------------------------------------------------------ API
 
@@ -189,6 +239,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self._task = self._choose_task(options or {})
         self._turn = 0
         self._done = False
+        self._last_judged = None
         obs = self._observation(code="", cf="", ef="", vf="")
         self._last_obs = obs
         info = {
@@ -196,6 +247,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "turn": 0,
             "test_names": list(self._task.test_names),
             "feedback": self.config.name,
+            "actionable": True,
         }
         return obs, info
 
@@ -225,8 +277,19 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         executed_at = time.perf_counter()
 
         ef: str | None = None
+        untrimmed: str | None = None
+        lacking = self.missing.get(task.task_id, Lacking())
         if self.config.execution != "none" and compile_ok:
-            ef = execution_feedback(result, self.config.execution, task.test_names[:PARTIAL_TEST_COUNT])
+            untrimmed = execution_feedback(
+                result, self.config.execution, task.test_names[:PARTIAL_TEST_COUNT], trim=False, style=self.feedback_style
+            )
+        elif self.config.execution != "none" and code and self.feedback_style == "reference":
+            untrimmed = compile_error_feedback(build_program(task, code), task.test)  # the reference ran it anyway
+        if untrimmed is not None:
+            ef = trim_feedback(untrimmed)
+            if lacking:  # a task asked for by id whose needs this runtime does not meet: say so first
+                ef = lacking.note() + "\n" + ef
+        self._last_judged = (ef, result)
         vf: str | None = None
         verbal: VerbalReply | str | None = None
         if self.verbal_feedback is not None:
@@ -254,6 +317,10 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             # Dict entries stay dicts ({} when not applicable): vector envs batch an info key by its type.
             "confinement": _confinement_info(result.details.get("confinement")),  # what the sandbox achieved
             "judge": result.details.get("judge"),  # split or inprocess
+            "forgeable": _forgeable(result.details),  # judged where the program could forge its verdict
+            # What the runtime lacks of this task's needs (a task asked for by id; default sets leave such tasks out).
+            "missing_modules": list(lacking.modules),
+            "missing_data": list(lacking.data),
             # How the task was calibrated: mode, canonical time, and a note when its canonical run failed once or for good.
             "profile": dict(result.details.get("profile") or {}),
             "feedback_shown": {
@@ -268,6 +335,10 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             else None,
             "verbal_feedback_details": verbal.info() if isinstance(verbal, VerbalReply) else {},
             "episode_end": "passed" if terminated else ("max_turns" if truncated else None),
+            # the reference protocol calls the model on this feedback (see convcodeworld_gym.protocol)
+            "shown_compiles": compile_ok,  # the code in the observation compiled
+            "actionable": actionable(self.config, passed=passed, compile_ok=compile_ok, execution_feedback=ef, verbal_feedback=vf),
+            "untrimmed_execution_feedback": untrimmed if untrimmed is not None else "",
             "timings": Timings(
                 compile_s=compiled_at - started,
                 execute_s=executed_at - compiled_at,
@@ -277,6 +348,17 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         }
         return obs, 1.0 if passed else 0.0, terminated, truncated, info
 
+    def user_feedback_for(self, code: str) -> str | None:
+        """The simulated user's words on ``code`` that compiles, shown with the execution
+        feedback of the program judged last (the reference's turn after a compile fix: the
+        fixed code is not run before the user speaks). None without a simulator."""
+        if self.verbal_feedback is None or self._last_judged is None:
+            return None
+        ef, result = self._last_judged
+        context = TurnContext(self.task, max(self._turn - 1, 0), code, True, NO_SYNTAX_ERRORS, ef, result, self.config)
+        verbal = self.verbal_feedback(context)
+        return verbal.text if isinstance(verbal, VerbalReply) else verbal
+
     def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None
@@ -284,13 +366,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             return "(no episode: call reset())\n"
         obs = self._last_obs
         task_id = self._task.task_id if self._task else "?"
-        parts = [f"=== {task_id} [{self.config.name}] next turn {obs['turn']} ==="]
-        for key in ("code", "compilation_feedback", "execution_feedback", "verbal_feedback"):
-            if obs[key]:
-                parts.append(f"--- {key} ---\n{obs[key]}")
-        if len(parts) == 1:
-            parts.append(obs["task"])
-        return "\n".join(parts) + "\n"
+        return render_observation(f"{task_id} [{self.config.name}] next turn {obs['turn']}", obs)
 
     def close(self) -> None:
         if self._owns_executor:
@@ -315,11 +391,5 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
     def _observation(self, *, code: str, cf: str, ef: str, vf: str) -> dict[str, Any]:
-        return {
-            "task": self.task.prompt,
-            "code": code,
-            "compilation_feedback": cf,
-            "execution_feedback": ef,
-            "verbal_feedback": vf,
-            "turn": min(self._turn, self.max_turns + 1),
-        }
+        return make_observation(self.task.prompt, min(self._turn, self.max_turns + 1), code=code, compilation_feedback=cf,
+                                execution_feedback=ef, verbal_feedback=vf)

@@ -12,8 +12,11 @@ Holds:
     ExecutorError        the executor itself failed (never raised for bad *model* code)
     SimulatorError       the LLM user simulator's endpoint failed after its retries (names endpoint and status)
     ResetNeeded          ``step`` called before ``reset`` or after the episode ended
+    MissingRuntimeDependencies  tasks need modules or data files the runtime lacks (``strict_runtime=True``)
     ReferenceLogError    a ConvCodeBench reference log (or reference result file) lacks a task,
                          a turn or a field, or is inconsistent
+    ContextOverflow      a policy's model rejected a prompt as longer than its context
+    SamplesError         a BigCodeBench samples file (turn 0) is missing, malformed or lacks a task
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ __all__ = [
     "SimulatorError",
     "ResetNeeded",
     "ReferenceLogError",
+    "ContextOverflow",
+    "SamplesError",
+    "MissingRuntimeDependencies",
 ]
 
 
@@ -89,3 +95,20 @@ class ResetNeeded(ConvCodeWorldError, RuntimeError):
 class ReferenceLogError(ConvCodeWorldError, ValueError):
     """A reference log cannot be replayed or imported: it lacks a task, a turn or a field, or
     contradicts itself. The message names the log, the task (and turn) and the fix."""
+
+
+class ContextOverflow(ConvCodeWorldError):
+    """A policy's model could not take the prompt: it is longer than the model's context.
+
+    Raised by a policy's ``act``; the reference protocol answers it by trimming the execution
+    feedback shorter and asking again (:func:`convcodeworld_gym.protocol.act_with_retrim`)."""
+
+
+class SamplesError(ConvCodeWorldError, ValueError):
+    """A BigCodeBench samples file (``--turn0``) is missing, malformed, or lacks a task of the run."""
+
+
+class MissingRuntimeDependencies(ConvCodeWorldError):
+    """Tasks need modules or data files (NLTK corpora) that the runtime running their tests lacks, and
+    ``strict_runtime=True`` asked for an error instead of leaving them out (or running them to fail).
+    The message names the tasks, what they lack and the command that installs it."""

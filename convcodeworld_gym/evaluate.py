@@ -34,12 +34,17 @@ from typing import Any
 import gymnasium as gym
 
 from .combos import FeedbackConfig
-from .errors import ConvCodeWorldError, FeedbackUnavailable
-from .policies import Policy
+from .errors import ConvCodeWorldError, FeedbackUnavailable, SamplesError
+from .feedback.execution import FEEDBACK_STYLES
+from .policies import Policy, PolicyReply
+from .protocol import PROTOCOLS, ReferenceProtocol, act_with_retrim
 from .records import TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_record
 from .registration import LIVE_IDS
+from .samples import load_samples, samples_digest
 from .sandbox import Executor, Limits, SandboxExecutor
-from .tasks import BIGCODEBENCH_ENV, Task, TaskSet, load_tasks
+from .sandbox.forgeable import default_task_set
+from .sandbox.needs import choose_tasks
+from .tasks import DEFAULT_DATASET, Task, TaskSet, load_tasks
 
 __all__ = [
     "EvalConfig",
@@ -63,9 +68,9 @@ class RunConfigMismatch(ConvCodeWorldError):
 
 
 def default_dataset() -> tuple[str, bool]:
-    """The offline default: ``("bigcodebench", True)`` (its standard-library tasks) when
-    ``$CONVCODEWORLD_BIGCODEBENCH_PATH`` is set, else ``("humaneval", False)``."""
-    return ("bigcodebench", True) if os.environ.get(BIGCODEBENCH_ENV) else ("humaneval", False)
+    """The default task set, the same as ``gym.make``'s and ``demo``'s: ``(DEFAULT_DATASET, False)`` (all of
+    BigCodeBench; tasks whose needs the runtime does not meet are left out with a warning)."""
+    return DEFAULT_DATASET, False
 
 
 @dataclass(frozen=True)
@@ -81,10 +86,18 @@ class EvalConfig:
         env_kwargs: extra kwargs for every env (e.g. ``log=`` for ConvCodeBench ids).
         verbal_env_kwargs: extra kwargs only for ids with verbal feedback (SNF / SEF), e.g.
             ``{"simulator_kwargs": {...}}`` or ``{"verbal_feedback": provider}``.
+        protocol: ``"reference"`` (default): the model is called as the reference calls it
+            (:mod:`~convcodeworld_gym.protocol`: no call on a turn with nothing to act on,
+            compile fixes inside a turn, shorter execution feedback on a context overflow);
+            ``"always"``: one call on every turn.
+        feedback_style: the envs' execution feedback text, ``"reference"`` (default) or ``"rich"``.
+        turn0: a BigCodeBench samples file (JSONL of ``task_id``, ``solution``): each task's
+            turn 0 is its sample, judged without a policy call, in live and static runs (the
+            paper's turn 0). Without it, the policy writes turn 0 from the task's prompt.
     """
 
     ids: tuple[str, ...] = LIVE_IDS
-    dataset: str = "humaneval"
+    dataset: str = DEFAULT_DATASET
     task_ids: tuple[str, ...] | None = None
     stdlib_only: bool = False
     limit: int | None = None
@@ -93,8 +106,15 @@ class EvalConfig:
     concurrency: int = 2
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     verbal_env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    protocol: str = "reference"
+    feedback_style: str = "reference"
+    turn0: str | None = None
 
     def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.feedback_style not in FEEDBACK_STYLES:
+            raise ValueError(f"feedback_style must be one of {FEEDBACK_STYLES}, got {self.feedback_style!r}")
         if not self.ids:
             raise ValueError("no env ids given; pass at least one, e.g. ConvCodeWorld-CF-EF_full-v0")
         unknown = [i for i in self.ids if i not in gym.registry]
@@ -147,34 +167,90 @@ def _is_verbal(env_id: str) -> bool:
         return False
 
 
-def play_episode(env: gym.Env, policy: Policy, task_id: str, *, feedback: str, seed: int) -> list[TurnRecord]:
+def play_episode(
+    env: gym.Env,
+    policy: Policy,
+    task_id: str,
+    *,
+    feedback: str,
+    seed: int,
+    protocol: str = "reference",
+    turn0: str | None = None,
+) -> list[TurnRecord]:
     """Play one episode of ``task_id`` and return its rows, turn 0 first.
 
-    The policy sees each observation (``reset``'s, then each ``step``'s) and replies; the
-    episode ends when the env says terminated (a pass) or truncated (turn limit).
+    ``protocol="always"``: the policy answers each observation (``reset``'s, then each
+    ``step``'s). ``"reference"``: the env is wrapped in :class:`~.protocol.ReferenceProtocol`,
+    so the policy is asked only when the reference would call its model, and each row counts
+    the calls that wrote it. Either way a call whose prompt overflows the model's context is
+    retried with shorter execution feedback. The episode ends when the env says terminated
+    (a pass) or truncated (turn limit).
+
+    ``turn0``: the task's BigCodeBench sample, judged as turn 0 without a policy call (row
+    ``model_calls`` 0). A static replay starts at turn 1: its env judges the sample apart
+    (``judge_own_turn0``) and the row is logged first.
     """
-    obs, info = env.reset(options={"task_id": task_id})
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    played = ReferenceProtocol(env) if protocol == "reference" else env
+    obs, info = played.reset(options={"task_id": task_id})
     base = env.unwrapped
     task: Task = base.task if hasattr(base, "task") else base.tasks[task_id]  # type: ignore[attr-defined]
     episode = policy.start(task, feedback=feedback, seed=seed)
     rows: list[TurnRecord] = []
-    while True:
-        reply = episode.act(obs)
-        obs, reward, terminated, truncated, info = env.step(reply.text)
-        rows.append(
-            turn_record(
-                feedback=feedback,
-                reply=reply.text,
-                obs=obs,
-                reward=float(reward),
-                info=info,
-                policy=policy.name,
-                usage=reply.usage,
-                policy_s=reply.latency_s,
+    calls: list[PolicyReply] = []
+
+    def record(turns: Sequence[Mapping[str, Any]]) -> bool:
+        """Rows for the env turns just played (the pending calls wrote the first); True at the end."""
+        for turn in turns:
+            made = list(calls) if turn["model_calls"] else []
+            calls.clear()
+            rows.append(
+                turn_record(
+                    feedback=feedback,
+                    reply=str(turn["action"]),
+                    obs=turn["obs"],
+                    reward=float(turn["reward"]),
+                    info=turn["info"],
+                    policy=policy.name,
+                    usage=_summed_usage(made),
+                    policy_s=sum(r.latency_s for r in made) if made else None,
+                    model_calls=len(made),
+                )
             )
-        )
-        if terminated or truncated:
+            if turn["terminated"] or turn["truncated"]:
+                return True
+        return False
+
+    if turn0 is not None and hasattr(base, "judge_own_turn0"):  # static: turn 0 is no step of the replay
+        judged, reward0, info0 = base.judge_own_turn0(turn0)
+        record([{"action": turn0, "obs": judged, "reward": reward0, "terminated": False, "truncated": False,
+                 "info": info0, "model_calls": 0}])
+        turn0 = None
+    if record(info.get("turns", [])):
+        return rows
+    while True:
+        if turn0 is not None:  # the sample is turn 0's program: no call
+            action, turn0 = turn0, None
+        else:
+            reply = act_with_retrim(episode.act, obs, info.get("untrimmed_execution_feedback") or None)
+            calls.append(reply)
+            action = reply.text
+        obs, reward, terminated, truncated, info = played.step(action)
+        turns = info["turns"] if protocol == "reference" else [
+            {"action": action, "obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated,
+             "info": info, "model_calls": 1}
+        ]
+        if record(turns):
             return rows
+
+
+def _summed_usage(replies: Sequence[PolicyReply]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for reply in replies:
+        for key, value in reply.usage.items():
+            total[key] = total.get(key, 0.0) + float(value)
+    return total
 
 
 def _redact(value: Any) -> Any:
@@ -226,6 +302,9 @@ def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: E
             },
             "max_turns": config.max_turns,
             "seed": config.seed,
+            "protocol": config.protocol,
+            "feedback_style": config.feedback_style,
+            "turn0": _turn0_metadata(config.turn0),
             "policy": _redact(policy.settings()),
             "env_kwargs": _redact(dict(config.env_kwargs)),
             "verbal_env_kwargs": _redact(dict(config.verbal_env_kwargs)),
@@ -237,6 +316,13 @@ def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: E
         "packages": _versions(),
         "concurrency": config.concurrency,
     }
+
+
+def _turn0_metadata(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    samples = load_samples(path)
+    return {"path": str(path), "n_samples": len(samples), "sha256": samples_digest(samples)}
 
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
@@ -291,26 +377,50 @@ def run_evaluation(
         LLMError and other errors of the policy or env: the run stops; what is written stays.
     """
     run_dir = Path(run_dir)
-    tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only, limit=config.limit)
-    if len(tasks) == 0:
-        raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
-    _prepare_dir(run_dir, run_metadata(config, tasks, policy, executor))
+    tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only)
+    allow_forgeable = bool(config.env_kwargs.get("allow_forgeable"))
+    if config.task_ids is None:  # as each env's own default set: without what only an in-process judge can judge
+        tasks = default_task_set(tasks, allow_forgeable)
+    owns_executor = executor is None
+    shared = executor if executor is not None else SandboxExecutor(allow_forgeable=allow_forgeable)
+    try:  # a default set leaves out, with one warning, the tasks whose needs the runtime does not meet
+        tasks, _ = choose_tasks(tasks, shared.runtime_probe(), by_id=config.task_ids is not None,
+                                strict=bool(config.env_kwargs.get("strict_runtime")))
+        tasks = tasks.subset(limit=config.limit) if config.limit is not None else tasks
+        if len(tasks) == 0:
+            raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
+        samples = load_samples(config.turn0) if config.turn0 is not None else None
+        if samples is not None:
+            missing = [t.task_id for t in tasks if t.task_id not in samples]
+            if missing:
+                raise SamplesError(
+                    f"the turn-0 samples {config.turn0} lack {len(missing)} task(s) of the run, e.g. {', '.join(missing[:3])}; "
+                    "pass samples of every task, or select the tasks they cover (--task-ids / --limit)"
+                )
+        _prepare_dir(run_dir, run_metadata(config, tasks, policy, executor))
+    except BaseException:
+        if owns_executor:
+            shared.close()
+        raise
     summary = RunSummary(run_dir)
     passed_before: dict[str, int] = {}
     if (run_dir / TURNS_FILE).exists():
         for row in iter_jsonl(run_dir / TURNS_FILE):
             if row.get("passed"):
                 passed_before[row["feedback"]] = passed_before.get(row["feedback"], 0) + 1
-    owns_executor = executor is None
-    shared = executor if executor is not None else SandboxExecutor()
     writer = EpisodeLogWriter(run_dir)
     try:
         for env_id in config.ids:
             feedback = combination_of(env_id)
             kwargs: dict[str, Any] = {
                 "dataset": tasks,
+                "task_ids": list(tasks.ids) if config.task_ids is not None else None,  # asked-for tasks always run
                 "max_turns": config.max_turns,
                 "executor": shared,
+                "feedback_style": config.feedback_style,
+                # a static run plays every turn the reference's log allows, as the reference's
+                # static runs do, so the per-turn static Pass@1 is exact
+                **({"stop_on_pass": False} if env_id.startswith("ConvCodeBench-") else {}),
                 **config.env_kwargs,
             }
             if _is_verbal(env_id):
@@ -324,7 +434,7 @@ def run_evaluation(
                 log(f"note: skipping {env_id}: {exc}")
                 continue
             summary.played[feedback] = _run_combination(
-                env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress,
+                env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress, samples,
                 total=len(tasks), done=summary.resumed[feedback], passed=passed_before.get(feedback, 0),
             )
     finally:
@@ -344,6 +454,7 @@ def _run_combination(
     feedback: str,
     writer: EpisodeLogWriter,
     progress: ProgressFactory | None,
+    samples: Mapping[str, str] | None,
     *,
     total: int,
     done: int,
@@ -361,7 +472,8 @@ def _run_combination(
             with lock:
                 envs.append(env)
         try:
-            return play_episode(env, policy, task_id, feedback=feedback, seed=config.seed)
+            return play_episode(env, policy, task_id, feedback=feedback, seed=config.seed, protocol=config.protocol,
+                                turn0=samples[task_id] if samples is not None else None)
         finally:
             with lock:
                 free.append(env)
@@ -380,7 +492,7 @@ def _run_combination(
             writer.write_episode(rows)
             played += 1
             done += 1
-            passed += int(rows[-1].passed)
+            passed += int(any(row.passed for row in rows))
             if bar is not None:
                 bar.set_postfix_str(f"pass {passed / done:.1%}", refresh=False)
                 bar.update(1)

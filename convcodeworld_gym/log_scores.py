@@ -5,9 +5,14 @@ inputs and checks that the rows are complete.
 
 * Live: per task, the first passing turn of its episode.
 * Static: per task, the reference's passes (from the reference log) and the evaluated
-  model's passes at the turns it played (from the static run), walked as REFERENCE.md
-  says. The model's own turn-0 program counts for Recall only; a static replay starts at
-  turn 1, so it comes from ``turn0`` rows (e.g. the same model's live run) when given.
+  model's passes at the turns it played (from the static run), walked as
+  :mod:`.metrics` says. The model's own turn-0 program (credited 1 with
+  ``compensate_init=True``, the reference's default) is not part of a static replay,
+  which starts at turn 1: it comes from ``turn0`` rows (the same model's live run, or a
+  run whose turn 0 came from its BigCodeBench samples) when given.
+  A static episode that ended at the model's pass (``StaticReplay(stop_on_pass=True)``)
+  lacks the model's later turns; they count as passing (its passing code carried over),
+  where the reference writes each of them anew on the reference's history.
 
 Holds:
     combinations          the feedback combinations a set of rows holds
@@ -75,22 +80,29 @@ def static_run_scores(
     *,
     turn0: Iterable[TurnRecord] | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
+    compensate_init: bool = True,
 ) -> Scores:
-    """ConvCodeBench Pass@turn, MRR and Recall of a static run's episodes of one combination.
+    """ConvCodeBench Pass@turn (turns 1..), MRR and Recall of a static run's episodes of one combination.
 
     Args:
-        rows: the static run (turns 1..; every task it holds is scored).
+        rows: the static run (turns 1..; every task it holds is scored). Turn-0 rows among them
+            are the model's own turn 0 (a run with ``--turn0`` judges its samples so).
         reference: the reference log; by default the one the rows name (``TurnRecord.reference``).
         turn0: rows holding the evaluated model's own turn-0 program per task (its live run's
-            rows do; those of the same combination are preferred, else any combination's).
-            Without them, Recall ignores the model's turn 0.
+            rows do; those of the same combination are preferred, else any combination's);
+            default: the run's own turn-0 rows. Without any, MRR and Recall ignore the model's turn 0.
+        compensate_init: credit the model's own turn-0 pass 1 in MRR (the reference's default).
 
     Raises:
         ReferenceLogError: the reference lacks a task of the run, a run episode misses a turn,
             no reference is given or named, or ``turn0`` lacks a task.
     """
-    rows = list(rows)
     name = FeedbackConfig.parse(feedback).name
+    rows = list(rows)
+    logged_turn0 = [row for row in rows if row.turn == 0 and row.feedback == name]  # the run's own (--turn0)
+    rows = [row for row in rows if row.turn != 0]
+    if turn0 is None and logged_turn0:
+        turn0 = logged_turn0
     episodes = _episodes(rows, name, 1, "static run")
     if reference is None:
         named = {row.reference for turns in episodes.values() for row in turns}
@@ -112,10 +124,12 @@ def static_run_scores(
     items = []
     for task_id, turns in episodes.items():
         model = {row.turn: row.passed for row in turns}
+        if turns[-1].passed:  # the episode stopped at the model's pass: its code is carried over
+            model.update({t: True for t in range(turns[-1].turn + 1, max_turns + 1)})
         if task_id in own_turn0:
             model[0] = own_turn0[task_id]
         items.append((log.passes(task_id), model))
-    return static_scores(items, max_turns)
+    return static_scores(items, max_turns, compensate_init=compensate_init)
 
 
 def run_scores(
@@ -125,11 +139,12 @@ def run_scores(
     reference: ReferenceSpec | None = None,
     turn0: Iterable[TurnRecord] | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
+    compensate_init: bool = True,
 ) -> Scores:
     """Scores of one combination of a run, static when its rows name a reference log (or
-    ``reference`` is given), else live."""
+    ``reference`` is given), else live. ``compensate_init`` applies to static scores only."""
     name = FeedbackConfig.parse(feedback).name
     static = reference is not None or any(row.reference for row in rows if row.feedback == name)
     if static:
-        return static_run_scores(rows, name, reference, turn0=turn0, max_turns=max_turns)
+        return static_run_scores(rows, name, reference, turn0=turn0, max_turns=max_turns, compensate_init=compensate_init)
     return live_run_scores(rows, name, max_turns)

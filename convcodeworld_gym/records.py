@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .observation import TEXT_KEYS
+
 __all__ = [
     "TurnRecord",
     "turn_record",
@@ -33,7 +35,6 @@ __all__ = [
 
 #: File name of the turn log inside a run directory.
 TURNS_FILE = "turns.jsonl"
-_TEXT_FIELDS = ("code", "compilation_feedback", "execution_feedback", "verbal_feedback")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class TurnRecord:
         timings: seconds spent per stage (measurements; not part of a record's identity).
         reference: for ConvCodeBench (static replay) rows, the reference log that was replayed
             (a path or hub id); ``""`` for live rows.
+        model_calls: the policy's calls that wrote this turn's program: 1 on every turn of the
+            ``always`` protocol; under the reference protocol 0 for code carried over (nothing
+            to act on), more than 1 with compile fixes inside the turn. ``usage`` and the
+            ``policy_s`` timing add up all of them.
     """
 
     feedback: str
@@ -75,6 +80,7 @@ class TurnRecord:
     usage: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict, compare=False)
     reference: str = ""
+    model_calls: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +102,7 @@ def turn_record(
     policy: str = "",
     usage: Mapping[str, float] | None = None,
     policy_s: float | None = None,
+    model_calls: int = 1,
 ) -> TurnRecord:
     """The row for one ``env.step(reply)`` that returned ``obs, reward, info``.
 
@@ -105,7 +112,7 @@ def turn_record(
     evaluated model's own code and the (unshown) feedback on it. ``info["reference_log"]``,
     when present, fills :attr:`TurnRecord.reference`.
     """
-    texts = {**{k: obs[k] for k in _TEXT_FIELDS}, **dict(info.get("judged") or {})}
+    texts = {**{k: obs[k] for k in TEXT_KEYS}, **dict(info.get("judged") or {})}
     timings = info.get("timings")
     timing_dict = {k: float(v) for k, v in asdict(timings).items()} if timings is not None else {}
     if policy_s is not None:
@@ -130,6 +137,7 @@ def turn_record(
         usage={k: float(v) for k, v in (usage or {}).items()},
         timings=timing_dict,
         reference=str(info.get("reference_log") or ""),
+        model_calls=int(model_calls),
     )
 
 

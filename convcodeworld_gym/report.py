@@ -44,9 +44,12 @@ def _label(name: str) -> str:
         return name
 
 
-def scores_by_combination(rows: Iterable[TurnRecord], max_turns: int = DEFAULT_MAX_TURNS) -> dict[str, Scores]:
+def scores_by_combination(
+    rows: Iterable[TurnRecord], max_turns: int = DEFAULT_MAX_TURNS, *, compensate_init: bool = True
+) -> dict[str, Scores]:
     """Scores per combination (id part, e.g. ``CF-EF_full``), in the paper's order: static
-    (ConvCodeBench) for rows that name a reference log, live otherwise.
+    (ConvCodeBench) for rows that name a reference log, live otherwise. ``compensate_init``:
+    see :func:`~convcodeworld_gym.metrics.static_credit_turn`.
 
     >>> rows = [TurnRecord("CF", "t/0", 0, "", "", "", "", "", True, False, 0.0, 0.0),
     ...         TurnRecord("CF", "t/0", 1, "", "", "", "", "", True, True, 1.0, 1.0)]
@@ -55,7 +58,7 @@ def scores_by_combination(rows: Iterable[TurnRecord], max_turns: int = DEFAULT_M
     ((0.0, 1.0, 1.0), 0.5)
     """
     rows = list(rows)
-    return {name: run_scores(rows, name, max_turns=max_turns) for name in combinations(rows)}
+    return {name: run_scores(rows, name, max_turns=max_turns, compensate_init=compensate_init) for name in combinations(rows)}
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,16 @@ class Report:
     dataset: str = ""
     benchmark: str = "ConvCodeWorld"
 
+    @property
+    def turns(self) -> range:
+        """The turns of Table 1: from 0 (live) or 1 (static: the reference prints no turn-0 row)."""
+        first = min((s.first_turn for s in self.scores.values()), default=0)
+        return range(first, self.max_turns + 1)
+
     def pass_table(self) -> tuple[list[str], list[list[str]]]:
         """Header and rows of Table 1: ``Turn`` then Pass@1 (%) per combination."""
         header = ["Turn"] + [_label(n) for n in self.scores]
-        rows = [[str(t)] + [f"{100 * s.pass_at_turn[t]:.1f}" for s in self.scores.values()] for t in range(self.max_turns + 1)]
+        rows = [[str(t)] + [_percent(s.pass_at(t)) for s in self.scores.values()] for t in self.turns]
         return header, rows
 
     def mrr_table(self) -> tuple[list[str], list[list[str]]]:
@@ -115,6 +124,10 @@ class Report:
         return f"{_md(*self.pass_table())}\n\n{c1}\n\n{_md(*self.mrr_table())}\n\n{c2}\n\n{legend}\n"
 
 
+def _percent(share: float | None) -> str:
+    return "" if share is None else f"{100 * share:.1f}"
+
+
 def _md(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     line = lambda cells: "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
@@ -129,8 +142,9 @@ def _csv(header: list[str], rows: list[list[str]]) -> str:
     return buf.getvalue()
 
 
-def load_report(run_dir: str | os.PathLike[str]) -> Report:
+def load_report(run_dir: str | os.PathLike[str], *, compensate_init: bool = True) -> Report:
     """The report of a run directory (``turns.jsonl`` read through ``datasets``; ``metadata.json`` if present).
+    ``compensate_init``: static MRR credits the model's own turn-0 pass (the reference's default).
 
     Raises:
         FileNotFoundError: the directory has no ``turns.jsonl`` (nothing was run there).
@@ -158,7 +172,7 @@ def load_report(run_dir: str | os.PathLike[str]) -> Report:
         raise ValueError(f"{run_dir / TURNS_FILE} holds no finished episode yet")
     ids = config.get("ids") or ["ConvCodeWorld-"]
     return Report(
-        scores=scores_by_combination(rows, max_turns),
+        scores=scores_by_combination(rows, max_turns, compensate_init=compensate_init),
         max_turns=max_turns,
         policy=str(config.get("policy", {}).get("name", rows[0].policy)),
         synthetic=bool(meta.get("synthetic", False)),
@@ -184,7 +198,7 @@ def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
     styles = {"none": "-", "novice": "--", "expert": ":"}
     markers = {"none": "o", "novice": "s", "expert": "^"}
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
-    turns = list(range(report.max_turns + 1))
+    turns = list(report.turns)
     count = len(report.scores)
     for i, (name, scores) in enumerate(report.scores.items()):
         try:
@@ -192,10 +206,10 @@ def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
             style = {"color": colours[cfg.execution], "linestyle": styles[cfg.verbal], "marker": markers[cfg.verbal]}
         except ValueError:
             style = {"marker": "x"}
-        ax.plot(turns, [100 * p for p in scores.pass_at_turn], label=_label(name), linewidth=1.5 + 0.45 * (count - 1 - i), markersize=5, **style)
+        ax.plot(list(scores.turns), [100 * p for p in scores.pass_at_turn], label=_label(name), linewidth=1.5 + 0.45 * (count - 1 - i), markersize=5, **style)
         # earlier lines are drawn wider, so a line hidden under a later one still shows at its edges
     ax.set_xlabel("Turn (0 = first program, then one rewrite per feedback turn)")
-    ax.set_ylabel("Pass@1 (%), solved at or before the turn")
+    ax.set_ylabel("Pass@1 (%)")
     ax.set_xticks(turns)
     ax.set_ylim(0, 100)
     ax.grid(True, alpha=0.3)
@@ -211,10 +225,12 @@ def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
     return out
 
 
-def write_report(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> tuple[Report, dict[str, Path]]:
+def write_report(
+    run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, compensate_init: bool = True
+) -> tuple[Report, dict[str, Path]]:
     """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv`` and ``pass_at_turn.png``
     into ``out_dir`` (default: the run directory). Returns the report and the paths by role."""
-    report = load_report(run_dir)
+    report = load_report(run_dir, compensate_init=compensate_init)
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {role: out / name for role, name in REPORT_FILES.items()}

@@ -285,16 +285,21 @@ def test_static_run_scores_every_branch_from_rows():
     ref += [row("b", 0, False), row("b", 1, True)]  # reference's turn 1 passes before the model: 1/2
     ref += [row("c", i, False) for i in range(3)]  # the model passes at turn 2: 1/3
     ref += [row("d", 0, False), row("d", 1, True)]  # tie at step 2: reference's turn 1 first -> 1/2
-    ref += [row("e", i, False) for i in range(3)]  # never: Recall only through the model's turn 0
+    ref += [row("e", i, False) for i in range(3)]  # never: only the model's own turn 0 (1 when compensated)
     ref += [row("f", i, False) for i in range(3)]  # never at all
     run = [row("a", 1, False, "L"), row("b", 1, False, "L"), row("c", 1, False, "L"), row("c", 2, True, "L")]
     run += [row("d", 1, False, "L"), row("e", 1, False, "L"), row("e", 2, False, "L"), row("e", 3, False, "L")]
     run += [row("f", 1, False, "L"), row("f", 2, False, "L"), row("f", 3, False, "L")]
     turn0 = [row(t, 0, t == "e") for t in "abcdef"]
     s = static_run_scores(run, "CF-SEF", ref, turn0=turn0, max_turns=3)
-    assert s.mrr == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 2) / 6)
+    assert s.mrr == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 2 + 1) / 6)
+    assert static_run_scores(run, "CF-SEF", ref, turn0=turn0, max_turns=3, compensate_init=False).mrr == pytest.approx(
+        (1 + 1 / 2 + 1 / 3 + 1 / 2) / 6
+    )
     assert s.recall == pytest.approx(5 / 6)
-    assert s.pass_at_turn == pytest.approx((1 / 6, 3 / 6, 4 / 6, 4 / 6))
+    # turns 1..3 (no turn-0 row): a: 1 1 1; b, d: 0 1 1 (the reference's turn-1 pass shows at turn 2);
+    # c: 0 1 1 (its episode stopped at its turn-2 pass, carried over); e, f: 0 0 0
+    assert s.first_turn == 1 and s.pass_at_turn == pytest.approx((1 / 6, 4 / 6, 4 / 6))
     assert static_run_scores(run, "CF-SEF", ref, max_turns=3).recall == pytest.approx(4 / 6)
     # turn-0 rows of the same combination win over another combination's
     other = [TurnRecord("CF", t, 0, "", "", "", "", "", True, True, 1.0, 1.0) for t in "abcdef"]
@@ -334,8 +339,9 @@ def test_correlate_live_vs_static(tmp_path, executor, capsys):
     [result] = correlate(list(live_dirs.values()), list(static_dirs.values()), max_turns=MAX_TURNS)
     assert result.feedback == "CF-EF_full" and result.policies == ("strong", "middle", "weak")
     live_mrr = [(1 + 1 / 2 + 1 / 2 + 1 / 3) / 4, (1 / 2 + 1 / 3 + 0 + 1 / 3) / 4, (1 / 3 + 0 + 0 + 1 / 4) / 4]
-    # static: the weak policy is credited the reference's passes, so it ties with the reference
-    static_mrr = [(1 / 2 + 1 / 2 + 1 / 2 + 1 / 3) / 4, (1 / 2 + 1 / 3 + 0 + 1 / 3) / 4, (1 / 2 + 1 / 3 + 0 + 1 / 3) / 4]
+    # static: the weak policy is credited the reference's passes, so it ties with the reference;
+    # the strong policy's own turn-0 pass on the first task counts 1 (compensate_init)
+    static_mrr = [(1 + 1 / 2 + 1 / 2 + 1 / 3) / 4, (1 / 2 + 1 / 3 + 0 + 1 / 3) / 4, (1 / 2 + 1 / 3 + 0 + 1 / 3) / 4]
     assert [s.mrr for s in result.live] == pytest.approx(live_mrr)
     assert [s.mrr for s in result.static] == pytest.approx(static_mrr)
     assert [s.recall for s in result.live] == [1.0, 0.75, 0.5] and [s.recall for s in result.static] == [1.0, 0.75, 0.75]
@@ -371,3 +377,23 @@ def test_static_replay_bigcodebench_stdlib(tmp_path, bigcodebench, executor):
     assert steps[1][0]["obs"]["verbal_feedback"].startswith("[novice] turn 0")
     scores = static_run_scores(read_turns(run_dir), "CF-EF_partial-SNF", max_turns=MAX_TURNS)
     assert scores.mrr == pytest.approx((1 / 2 + 1 / 2 + 1) / 3) and scores.recall == 1.0
+
+
+def test_static_play_on_after_a_pass(tmp_path, reference_log, executor):
+    """stop_on_pass=False plays every static turn the reference's log allows, as the reference's static
+    runs do; the per-turn static Pass@1 then follows each turn's own result (it can fall)."""
+    # passes at turn 1 everywhere, then writes a wrong program again (threshold 1, then never)
+    def flip(task, turn):
+        return threshold_policy(dict.fromkeys(TASKS, 1))(task, turn) if turn == 1 else threshold_policy(dict.fromkeys(TASKS, NEVER))(task, turn)
+
+    steps = record("ConvCodeBench-CF-EF_full-v0", tmp_path, flip, "flip", executor, log=reference_log, stop_on_pass=False)
+    # reference passes at turns 0, 2, never, 1: the episodes run to the reference's pass or max_turns
+    assert [(e[-1]["info"]["turn"], e[-1]["info"]["episode_end"]) for e in steps] == [
+        (1, "reference_passed"), (2, "reference_passed"), (3, "max_turns"), (1, "reference_passed"),
+    ]
+    assert [[s["info"]["passed"] for s in e] for e in steps] == [[True], [True, False], [True, False, False], [True]]
+    assert not any(s["info"]["episode_end"] == "passed" for e in steps for s in e)
+    s = static_run_scores(read_turns(tmp_path), "CF-EF_full", max_turns=MAX_TURNS)
+    # turn 1: all four pass; turn 2: task 0 (reference's turn 0) and task 3 (its turn 1) only;
+    # turn 3: task 1 too (the reference's turn 2), not task 2 (never solved by the reference)
+    assert s.pass_at_turn == pytest.approx((4 / 4, 2 / 4, 3 / 4))

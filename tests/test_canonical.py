@@ -9,6 +9,7 @@ import pytest
 
 from convcodeworld_gym import ConvCodeWorldEnv
 from convcodeworld_gym.sandbox import Outcome
+from convcodeworld_gym.sandbox.needs import select_runnable
 
 # Their tests reach the internet (DNS, HTTP): they can only pass with network access, which the
 # sandbox (an empty network namespace) never gives. Tasks 812 and 832, whose tests expect permission
@@ -59,3 +60,23 @@ def test_canonical_reward_one_at_turn_zero_through_env(bigcodebench, executor):
         _, reward, terminated, _, info = env.step(f"```python\n{task.ground_truth}\n```")
         assert (reward, terminated, info["turn"]) == (1.0, True, 0), task.task_id
     env.close()
+
+
+
+@pytest.mark.slow
+def test_library_tasks_get_the_same_verdicts_in_the_sandbox_as_in_a_plain_interpreter(bigcodebench, executor,
+                                                                                       local_executor):
+    """The first 24 BigCodeBench tasks that import third-party libraries this runtime holds (numpy, pandas,
+    matplotlib, scipy, ... whatever is installed): libraries the worker has not imported yet load inside runs
+    too, wherever the venv lives (CI also runs this from a venv under /tmp). A canonical solution may fail
+    with library versions other than the pinned ones; it must then fail the same way outside the sandbox."""
+    kept, _ = select_runnable(bigcodebench, executor.runtime_probe())
+    tasks = [t for t in kept if not t.stdlib_only][:24]
+    if len(tasks) < 24:
+        pytest.skip(f"only {len(tasks)} library tasks have their needs met here")
+    jobs = [(t, t.ground_truth) for t in tasks]
+    sandboxed, plain = executor.run_many(jobs), local_executor.run_many(jobs, max_workers=2)
+    differ = {t.task_id: ([(x.name, x.traceback[-300:]) for x in s.tests if not x.outcome.ok] or s.crash)
+              for t, s, p in zip(tasks, sandboxed, plain) if s.passed != p.passed}
+    assert not differ, differ
+    assert sum(r.passed for r in sandboxed) >= 18

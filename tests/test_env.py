@@ -154,8 +154,16 @@ def test_compile_error_turn(make_env):
     obs, reward, _, _, info = env.step("def has_close_elements(:\n  pass")
     assert reward == 0.0 and not info["compile_ok"]
     assert obs["compilation_feedback"].startswith("Traceback (most recent call last):")
-    assert obs["execution_feedback"] == ""  # a program that does not compile is not executed
-    assert {t["outcome"] for t in info["tests"]} == {"not_run"}
+    # the reference ran it anyway and reported ALL and the SyntaxError's text (line 4: the header has 3)
+    assert obs["execution_feedback"] == "ALL\ninvalid syntax (__test__.py, line 4)\n"
+    assert {t["outcome"] for t in info["tests"]} == {"not_run"}  # never run here
+    assert info["actionable"] and not info["shown_compiles"]
+    rich = make_env(feedback_style="rich")
+    rich.reset(options={"task_id": "HumanEval/0"})
+    obs, _, _, _, info = rich.step("def has_close_elements(:\n  pass")
+    assert obs["execution_feedback"] == "" and info["feedback_shown"]["execution"] is None  # CF says it all
+    with pytest.raises(ValueError, match="feedback_style must be one of"):
+        make_env(feedback_style="fancy")
 
 
 def test_truncation_after_max_turns_and_reset_needed(make_env):

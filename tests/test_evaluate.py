@@ -190,3 +190,27 @@ def test_readme_main_job_on_a_small_limit(tmp_path):
     assert matplotlib.image.imread(plot).shape[0] > 300
     header = _csv(plot.with_name("pass_at_turn.csv"))[0]
     assert header[:4] == ["Turn", "CF", "CF EF(partial)", "CF EF(full)"]
+
+
+def test_model_without_policy_selects_the_openai_policy(tmp_path, capsys):
+    """--model / --base-url alone select the OpenAI-compatible policy (they were ignored before);
+    its requests carry the paper's settings: temperature 0, at most 2048 new tokens."""
+    out = tmp_path / "run"
+    with ScriptedOpenAIServer(lambda body: "```python\ndef wrong():\n    return None\n```") as server:
+        rc = main([
+            "evaluate", "CF", "--dataset", "humaneval", "--limit", "1", "--model", "scripted-model",
+            "--base-url", server.base_url, "--out", str(out), "--no-progress", "--no-report",
+        ])
+        bodies = server.chat_requests
+    assert rc == 0
+    # the reference protocol: CF says nothing on code that compiles, so turn 0 is the only call
+    assert len(bodies) == 1 and bodies[0]["max_tokens"] == 2048 and bodies[0]["temperature"] == 0.0
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["config"]["policy"]["model"] == "scripted-model" and not meta["synthetic"]
+    assert meta["config"]["protocol"] == "reference" and meta["config"]["feedback_style"] == "reference"
+    rows = read_turns(out)
+    assert [r.model_calls for r in rows] == [1] + [0] * 10
+    capsys.readouterr()
+    rc = main(["evaluate", "CF", "--dataset", "humaneval", "--limit", "1", "--policy", "synthetic", "--model", "m",
+               "--out", str(tmp_path / "bad"), "--no-progress"])
+    assert rc == 2 and "--model / --base-url are options of the openai policy" in capsys.readouterr().err

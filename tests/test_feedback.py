@@ -9,7 +9,11 @@ from convcodeworld_gym.feedback import (
     NO_SYNTAX_ERRORS,
     PASSED_ALL_TEST_RUNS,
     compilation_feedback,
+    compile_error_feedback,
+    compiled,
     execution_feedback,
+    failing_tests,
+    shows_failure,
     trim_feedback,
 )
 from convcodeworld_gym.sandbox import ExecutionResult, Outcome, TestResult
@@ -39,9 +43,9 @@ TASK = Task(
 )
 
 
-def _ef(executor, code: str, coverage: str) -> tuple[str, ExecutionResult]:
+def _ef(executor, code: str, coverage: str, style: str = "rich") -> tuple[str, ExecutionResult]:
     result = executor.run(TASK, build_program(TASK, code))
-    return execution_feedback(result, coverage, TASK.test_names[:3]), result
+    return execution_feedback(result, coverage, TASK.test_names[:3], style=style), result
 
 
 def test_compile_error_text():
@@ -65,8 +69,23 @@ def test_compile_nul_bytes_is_failed_not_raised():
 def test_full_feedback_exact_golden(executor):
     code = "def task_func(x):\n    if x == 1:\n        return 2\n    return 0"
     text, result = _ef(executor, code, "full")
+    reference = execution_feedback(result, "full")  # the default style
     # program = header (1 line) + code (4 lines), then "\n" + the test source: test_b's assert is line 13.
     # Blocks are "NAME\n<traceback>\n" joined by "\n", in unittest's run order (alphabetical).
+    # The reference's text has no source lines: its module __test__ exists nowhere on disk.
+    assert reference == (
+        "TEST_A\n"
+        "Traceback (most recent call last):\n"
+        '  File "__test__.py", line 15, in test_a\n'
+        "AssertionError: 0 != 4\n"
+        "\n"
+        "\n"
+        "TEST_B\n"
+        "Traceback (most recent call last):\n"
+        '  File "__test__.py", line 13, in test_b\n'
+        "AssertionError: 0 != 3\n"
+        "\n"
+    )
     assert text == (
         "TEST_A\n"
         "Traceback (most recent call last):\n"
@@ -89,7 +108,7 @@ def test_failing_test_among_first_three(executor):
     # test_c (1st in source) passes, test_b (2nd) fails, test_a passes, hidden passes
     code = "def task_func(x):\n    return 99 if x == 2 else x + 1"
     partial, result = _ef(executor, code, "partial")
-    full = execution_feedback(result, "full")
+    full = execution_feedback(result, "full", style="rich")
     assert partial == full
     assert partial.startswith("TEST_B\nTraceback (most recent call last):\n")
     assert partial.rstrip().endswith("AssertionError: 99 != 3")
@@ -101,7 +120,7 @@ def test_failure_only_in_hidden_tests(executor):
     partial, result = _ef(executor, code, "partial")
     assert partial == PASSED_ALL_TEST_RUNS
     assert not result.passed  # the reward is judged on all tests
-    full = execution_feedback(result, "full")
+    full = execution_feedback(result, "full", style="rich")
     assert full.startswith("TEST_HIDDEN\n") and "42 != 0" in full
 
 
@@ -137,6 +156,63 @@ def test_module_level_crash_is_all_block(executor):
     assert text.startswith("ALL\nTraceback (most recent call last):\n")
     assert "RuntimeError: at import" in text
     assert "TEST_" not in text  # the not-run tests are explained by the ALL block
+    # the reference: ALL and str(exception) alone
+    assert execution_feedback(result, "partial", TASK.test_names[:3]) == "ALL\nat import\n"
+    assert execution_feedback(result, "full") == "ALL\nat import\n"
+
+
+def test_library_frames_keep_their_source_lines(executor):
+    code = "import json\ndef task_func(x):\n    return json.loads('{')"
+    text, result = _ef(executor, code, "full", style="reference")
+    block = text.split("\n\n")[0].splitlines()
+    frames = [i for i, line in enumerate(block) if line.startswith("  File ")]
+    module_frames = [i for i in frames if block[i].startswith('  File "__test__.py"')]
+    library_frames = [i for i in frames if "json" in block[i]]
+    assert module_frames and library_frames
+    assert all(block[i + 1].startswith("  File ") for i in module_frames)  # no source line below
+    assert all(block[i + 1].startswith("    ") for i in library_frames)  # the library's source line
+    assert block[-1].startswith("json.decoder.JSONDecodeError: Expecting property name")
+    rich, _ = _ef(executor, code, "full", style="rich")
+    assert "    return json.loads('{')" in rich and "    return json.loads('{')" not in text
+
+
+def test_suite_timeout_texts():
+    stopped = ExecutionResult(
+        tests=(
+            TestResult("test_a", Outcome.PASSED),
+            TestResult("test_b", Outcome.TIMEOUT, "TimeoutError: stopped after exceeding the suite time limit of 121 s"),
+            TestResult("test_c", Outcome.NOT_RUN, "Not run: the suite was stopped after exceeding the suite time limit of 121 s."),
+        ),
+        limits_hit=("suite_timeout",),
+    )
+    assert execution_feedback(stopped, "full") == ""  # the reference's timeout status has no details
+    assert execution_feedback(stopped, "partial", ["test_a", "test_b", "test_c"]) == ""
+    assert execution_feedback(stopped, "full", style="rich") == (
+        "TEST_B\nTimeoutError: stopped after exceeding the suite time limit of 121 s\n\n"
+        "TEST_C\nNot run: the suite was stopped after exceeding the suite time limit of 121 s.\n"
+    )
+    with pytest.raises(ValueError, match="feedback style must be one of"):
+        execution_feedback(stopped, "full", style="terse")  # type: ignore[arg-type]
+    # our per-test limit also stops the run: the reference's single suite timer gave no details either
+    per_test = ExecutionResult(tests=(TestResult("test_a", Outcome.TIMEOUT, "TimeoutError: ..."),), limits_hit=("test_timeout",))
+    assert execution_feedback(per_test, "full") == "" and execution_feedback(per_test, "full", style="rich").startswith("TEST_A\n")
+
+
+def test_compile_error_feedback_is_the_reference_text():
+    program = build_program(TASK, "def task_func(x)\n    return x")
+    # header "import math" is line 1, so the def is line 2
+    assert compile_error_feedback(program, TASK.test) == "ALL\nexpected ':' (__test__.py, line 2)\n"
+    # an unclosed bracket is reported where the tests that follow make it fail
+    assert compile_error_feedback("x = (", "import unittest").startswith("ALL\n'(' was never closed (__test__.py, line 1)")
+
+
+def test_readers_of_the_texts():
+    assert shows_failure("TEST_A\nboom\n") and shows_failure("") and not shows_failure(PASSED_ALL_TEST_RUNS)
+    assert not shows_failure(None)
+    text = "TEST_B\nTraceback (most recent call last):\n  File \"__test__.py\", line 3, in test_b\nAssertionError\n\n\nALL\nboom\n"
+    assert failing_tests(text) == ["TEST_B", "ALL"]
+    assert failing_tests(PASSED_ALL_TEST_RUNS) == [] and failing_tests("") == []
+    assert compiled(NO_SYNTAX_ERRORS) and not compiled("Traceback (most recent call last):\n...") and not compiled("")
 
 
 def test_trimming_golden():

@@ -15,7 +15,7 @@ from convcodeworld_gym.sandbox import LocalExecutor
 from convcodeworld_gym.tasks import Task
 
 from hostile_programs import MOCKED, SQUARE, assert_rejected, succeed_if, texts
-from test_hostile import sandbox  # noqa: F401 - the shared module-scoped sandbox fixture
+from test_hostile import inprocess_sandbox, sandbox  # noqa: F401 - the shared module-scoped sandbox fixtures
 
 UNITTEST = "u = __import__('unit' + 'test')\nTC = getattr(u, 'Test' + 'Case')\n"  # past the static check of in-process programs
 
@@ -79,21 +79,29 @@ class TestCases(unittest.TestCase):
 """
 SKIPPING = Task("hostile/skipping", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n", TEST_SKIPS_ITSELF)
 
-REFUSED = ("ControlFlowRefused", "SkipTest", "_ShouldStop", "claims", "Not run", "the program failed", "quiet")
+REFUSED = ("ControlFlowRefused", "SkipTest", "_ShouldStop", "_UnexpectedSuccess", "RemoteError", "claims", "Not run",
+           "the program failed", "quiet")
 
 
-@pytest.mark.parametrize("task", [SQUARE, MOCKED, SUBTESTS], ids=["split", "inprocess", "subtests"])
+#: Where each variant runs: (executor fixture, task). Mocked tasks are judged split by default, in-process on request.
+MODES = {"split": ("sandbox", SQUARE), "split_mocked": ("sandbox", MOCKED), "inprocess": ("inprocess_sandbox", MOCKED),
+         "subtests": ("sandbox", SUBTESTS)}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("name", sorted(SKIP_CALLS))
-def test_control_flow_exceptions_raised_by_the_program_fail_the_test(sandbox, task, name):  # noqa: F811
-    result = assert_rejected(sandbox, SKIP_CALLS[name], *REFUSED, task=task)
-    assert result.details["judge"] == ("inprocess" if task is MOCKED else "split")
+def test_control_flow_exceptions_raised_by_the_program_fail_the_test(request, mode, name):
+    fixture, task = MODES[mode]
+    result = assert_rejected(request.getfixturevalue(fixture), SKIP_CALLS[name], *REFUSED, task=task)
+    assert result.details["judge"] == ("inprocess" if mode == "inprocess" else "split")
     assert all(t.outcome.value != "skipped" for t in result.tests), texts(result)
 
 
-@pytest.mark.parametrize("task", [SQUARE, MOCKED], ids=["split", "inprocess"])
+@pytest.mark.parametrize("mode", ["split", "split_mocked", "inprocess"])
 @pytest.mark.parametrize("name", sorted(MODULE_LEVEL))
-def test_a_program_cannot_make_unittest_skip_or_expect_failure_while_it_loads(sandbox, task, name):  # noqa: F811
-    assert_rejected(sandbox, MODULE_LEVEL[name], *REFUSED, "AssertionError", task=task)
+def test_a_program_cannot_make_unittest_skip_or_expect_failure_while_it_loads(request, mode, name):
+    fixture, task = MODES[mode]
+    assert_rejected(request.getfixturevalue(fixture), MODULE_LEVEL[name], *REFUSED, "AssertionError", task=task)
 
 
 @pytest.mark.parametrize("name", ["skiptest_at_call", "should_stop_at_call", "disguised_skiptest", "setup_skips"])
@@ -180,17 +188,18 @@ OUTPUTS = {
 }
 
 
-@pytest.mark.parametrize("task", [SQUARE, MOCKED], ids=["split", "inprocess"])
+@pytest.mark.parametrize("mode", ["split", "split_mocked", "inprocess"])
 @pytest.mark.parametrize("name", sorted(OUTPUTS))
-def test_no_output_of_a_program_breaks_the_env_or_earns_a_pass(sandbox, task, name):  # noqa: F811
+def test_no_output_of_a_program_breaks_the_env_or_earns_a_pass(request, mode, name):
     from convcodeworld_gym import ConvCodeWorldEnv
 
-    env = ConvCodeWorldEnv("CF-EF_full", dataset=[task], executor=sandbox)
+    fixture, task = MODES[mode]
+    env = ConvCodeWorldEnv("CF-EF_full", dataset=[task], executor=request.getfixturevalue(fixture))
     env.reset(options={"task_id": task.task_id})
     _, reward, terminated, _, info = env.step(OUTPUTS[name])  # never raises
     text = "\n".join([info["crash"] or ""] + [t["traceback"] for t in info["tests"]])
     assert (reward, terminated) == (0.0, False), text
-    if task is MOCKED:  # in-process: the program reached the result channel, and the text says so
+    if mode == "inprocess":  # the program reached the result channel, and the text says so
         assert "ProtocolViolation" in text or "OutputLimitExceeded" in text, text
     _, reward, terminated, _, _ = env.step(task.ground_truth)
     assert (reward, terminated) == (1.0, True)
@@ -251,9 +260,9 @@ ok = wrote
     assert result.details["judge"] == "split" and "ProtocolViolation" not in texts(result)
 
 
-def test_the_word_skip_in_a_test_source_does_not_let_a_program_skip(sandbox):  # noqa: F811
+def test_the_word_skip_in_a_test_source_does_not_let_a_program_skip(inprocess_sandbox):  # noqa: F811
     # 'skip' in a comment or an argument name (pandas' skiprows) is no skip of unittest's.
     wordy = Task("hostile/mocked_skiprows", MOCKED.prompt, MOCKED.code_prompt, MOCKED.entry_point, MOCKED.canonical_solution,
                  MOCKED.test + "# read_csv(..., skiprows=1) would skip the header\n")
-    result = assert_rejected(sandbox, MODULE_LEVEL["class_marked_skipped_on_creation"], *REFUSED, task=wordy)
+    result = assert_rejected(inprocess_sandbox, MODULE_LEVEL["class_marked_skipped_on_creation"], *REFUSED, task=wordy)
     assert result.details["judge"] == "inprocess"

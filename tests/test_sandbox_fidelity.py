@@ -19,7 +19,7 @@ CASES = [
 
 
 def _feedback(task, program: str, executor) -> tuple[str, float]:
-    env = ConvCodeWorldEnv("CF-EF_full", dataset=[task], executor=executor)
+    env = ConvCodeWorldEnv("CF-EF_full", dataset=[task], executor=executor, feedback_style="rich")  # every line compared
     env.reset()
     obs, reward, *_ = env.step(program)
     env.close()

@@ -21,9 +21,11 @@ def test_selfcheck_explains_a_failure(humaneval):
     broken = humaneval.subset(limit=2)
     tasks = TaskSet((broken[0], replace(broken[1], canonical_solution="    import not_a_real_module_xyz\n")), name="two")
     with SandboxExecutor(workers=1, preload=()) as ex:
-        report = run_selfcheck(tasks, ex)
-    assert (report.passed, report.total) == (1, 2)
-    kind, detail = report.failures[tasks[1].task_id]
+        report = run_selfcheck(tasks, ex)  # a default set: the task the runtime cannot serve is left out
+        asked = run_selfcheck(tasks, ex, by_id=True)  # asked for by id: run, and its failure explained
+    assert (report.passed, report.total, list(report.left_out)) == (1, 1, [tasks[1].task_id])
+    assert (asked.passed, asked.total) == (1, 2)
+    kind, detail = asked.failures[tasks[1].task_id]
     assert kind == "missing library" and "not_a_real_module_xyz" in detail
 
 

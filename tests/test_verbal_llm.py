@@ -206,7 +206,7 @@ def test_auto_backend_choice(monkeypatch, tmp_path, caplog):
         monkeypatch.setenv("CONVCODEWORLD_SIMULATOR_BASE_URL", server.base_url)
         monkeypatch.setenv("CONVCODEWORLD_SIMULATOR_CACHE", str(tmp_path / "auto.sqlite"))
         sim = make_simulator("expert")
-        assert isinstance(sim, LLMSimulator) and sim.source == "llm:gpt-4o"
+        assert isinstance(sim, LLMSimulator) and sim.source == "llm:gpt-4o-2024-05-13"  # the paper's version by default
         assert SECRET not in repr(sim)
         sim.close()
     with pytest.raises(ValueError, match="backend must be"):

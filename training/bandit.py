@@ -150,7 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     with SandboxExecutor() as executor:
         config = EvalConfig(ids=(f"ConvCodeWorld-{args.combination}-v0",), dataset=args.dataset, stdlib_only=stdlib_only,
-                            limit=args.limit, max_turns=args.max_turns, seed=args.seed, concurrency=1)
+                            limit=args.limit, max_turns=args.max_turns, seed=args.seed, concurrency=1,
+                            protocol="always")  # one coder call per logged turn: candidates.py replays the coder turn by turn
         run_evaluation(config, coder, reference_dir, executor=executor, progress=None)
         replay = StaticReplay(args.combination, reference_dir, args.dataset, stdlib_only=stdlib_only, limit=args.limit,
                               executor=executor, max_turns=args.max_turns)

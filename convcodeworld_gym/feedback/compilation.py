@@ -3,13 +3,14 @@
 Holds:
     NO_SYNTAX_ERRORS      the text shown when the code compiles
     compilation_feedback  code -> (compiles?, feedback text)
+    compiled              the reader: does a CF text say the code compiled
 """
 
 from __future__ import annotations
 
 import traceback
 
-__all__ = ["NO_SYNTAX_ERRORS", "COMPILE_FILENAME", "compilation_feedback"]
+__all__ = ["NO_SYNTAX_ERRORS", "COMPILE_FILENAME", "compilation_feedback", "compiled"]
 
 NO_SYNTAX_ERRORS = "No syntax errors"
 #: File name ``compile()`` is given, as in the reference (tracebacks say ``File "tmp.py"``).
@@ -33,3 +34,12 @@ def compilation_feedback(code: str) -> tuple[bool, str]:
         detail = "".join(traceback.format_exception_only(type(exc), exc))
         return False, "Traceback (most recent call last):\n" + detail
     return True, NO_SYNTAX_ERRORS
+
+
+def compiled(text: str | None) -> bool:
+    """Whether a CF text (as :func:`compilation_feedback` writes it) says the code compiled.
+
+    >>> compiled(NO_SYNTAX_ERRORS), compiled(compilation_feedback("def f(:")[1]), compiled("")
+    (True, False, False)
+    """
+    return text == NO_SYNTAX_ERRORS

@@ -4,23 +4,28 @@ Holds:
     OpenAIPolicy   chat model as a policy; prompts from :mod:`.prompts`
     user_prompt    this turn's user message for an observation
     LLMError       an endpoint failed for good (after retries, or at once on a client error)
+    LLMContextOverflow  the endpoint rejected the prompt as longer than the model's context
     RETRYABLE_STATUS  HTTP statuses retried with backoff (from :mod:`..chat`, the one retry loop)
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from ..chat import RETRYABLE_STATUS, ChatFailure, request_with_retries
-from ..errors import ConvCodeWorldError
+from ..errors import ContextOverflow, ConvCodeWorldError
 from ..tasks import Task
 from .base import Policy, PolicyEpisode, PolicyReply
 from .prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
 
-__all__ = ["OpenAIPolicy", "LLMError", "RETRYABLE_STATUS", "user_prompt"]
+__all__ = ["OpenAIPolicy", "LLMError", "LLMContextOverflow", "RETRYABLE_STATUS", "user_prompt"]
+
+# How OpenAI ("context_length_exceeded"), vLLM ("maximum context length is ...") and others word it.
+_OVERFLOW = re.compile(r"context[ _]length|maximum context|context window|too many tokens|prompt is too long", re.IGNORECASE)
 
 
 class LLMError(ConvCodeWorldError):
@@ -30,6 +35,10 @@ class LLMError(ConvCodeWorldError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class LLMContextOverflow(LLMError, ContextOverflow):
+    """The endpoint answered HTTP 400 because the prompt does not fit the model's context."""
 
 
 def user_prompt(observation: Mapping[str, Any]) -> str:
@@ -65,7 +74,7 @@ class OpenAIPolicy(Policy):
             ``http://localhost:11434/v1`` for Ollama); ``None`` = OpenAI (or ``$OPENAI_BASE_URL``).
         api_key: the key; default ``$OPENAI_API_KEY``, else ``"EMPTY"`` (local servers ignore it).
             It is never written to logs, metadata or error messages.
-        temperature, max_tokens: sampling settings sent with every request.
+        temperature, max_tokens: sampling settings sent with every request (the paper: 0 and 2048).
         n: choices per request; the first is played, all count in the token usage.
         history: send the whole conversation (every earlier prompt and reply) instead of
             only the task, the previous code and this turn's feedback (the reference's way).
@@ -81,7 +90,7 @@ class OpenAIPolicy(Policy):
         base_url: str | None = None,
         api_key: str | None = None,
         temperature: float = 0.0,
-        max_tokens: int | None = 1024,
+        max_tokens: int | None = 2048,
         n: int = 1,
         history: bool = False,
         max_retries: int = 5,
@@ -172,6 +181,8 @@ class OpenAIPolicy(Policy):
             response = request_with_retries(send, retries=self.max_retries, backoff_s=self.backoff_s, cap_s=60.0,
                                             timeout_s=self.timeout_s)
         except ChatFailure as failure:
+            if failure.status == 400 and _OVERFLOW.search(failure.problem):
+                raise LLMContextOverflow(f"{where} answered HTTP 400: {failure.problem}", 400) from None
             if not failure.retried_out:
                 raise LLMError(f"{where} answered HTTP {failure.status}: {failure.problem}. {_hint(failure.status or 0)}",
                                failure.status) from None

@@ -1,8 +1,10 @@
 """The prompts the LLM policy sends, following the reference's structure in our own words.
 
-Turn 0 asks for code from the task alone. A later turn gives the task, the previous code
+Turn 0 asks for code from the task alone, in BigCodeBench's instruct prompt (a run with
+``--turn0`` plays the model's BigCodeBench samples instead, as the paper does). A later turn gives the task, the previous code
 and the feedback of this turn (compilation, then execution, then the user's words, each
-only when shown), and asks for corrected code. The reply is expected in a ```python block.
+only when shown; "No syntax errors" is never shown, as in the reference), and asks for
+corrected code. The reply is expected in a ```python block.
 
 Holds:
     SYSTEM_PROMPT      the system message
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from ..feedback.compilation import compiled
 
 __all__ = ["SYSTEM_PROMPT", "initial_prompt", "refinement_prompt"]
 
@@ -30,18 +34,19 @@ _SECTIONS = (
 
 
 def initial_prompt(task: str) -> str:
-    """The first request: write code for ``task``.
+    """The first request: BigCodeBench's own instruct prompt for chat models (the task in a
+    fenced block), so that turn 0 is the single-turn generation BigCodeBench scores.
 
     >>> print(initial_prompt("Add two numbers."))
-    Task:
+    Please provide a self-contained Python script that solves the following problem in a markdown code block:
+    ```
     Add two numbers.
+    ```
     <BLANKLINE>
-    Write executable Python code that satisfies the task's requirements. Reply with the complete code in one ```python block.
     """
     return (
-        f"Task:\n{task.strip()}\n\n"
-        "Write executable Python code that satisfies the task's requirements. "
-        "Reply with the complete code in one ```python block."
+        "Please provide a self-contained Python script that solves the following problem in a markdown code block:\n"
+        f"```\n{task.strip()}\n```\n"
     )
 
 
@@ -53,14 +58,19 @@ def refinement_prompt(observation: Mapping[str, Any]) -> str:
     >>> text = refinement_prompt(obs)
     >>> "Previous code:\\n```python\\nx = 1\\n```" in text, "Execution feedback" in text, "User feedback" in text
     (True, True, False)
+    >>> "No syntax errors" in text, "Compilation feedback" in text
+    (False, False)
     """
-    given = ["the task", "your previous code"] + [label.lower() for key, label, _ in _SECTIONS if observation.get(key)]
+    shown = {key: str(observation.get(key) or "").strip() for key, _, _ in _SECTIONS}
+    if compiled(shown["compilation_feedback"]):
+        shown["compilation_feedback"] = ""  # the reference never shows it to the model
+    given = ["the task", "your previous code"] + [label.lower() for key, label, _ in _SECTIONS if shown[key]]
     parts = [
         f"Task:\n{str(observation['task']).strip()}",
         f"Previous code:\n```python\n{str(observation.get('code', '')).rstrip()}\n```",
     ]
     for key, label, what in _SECTIONS:
-        text = str(observation.get(key) or "").strip()
+        text = shown[key]
         if text:
             parts.append(f"{label} ({what}):\n{text}")
     parts.append(

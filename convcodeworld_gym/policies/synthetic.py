@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..feedback.compilation import compiled
+from ..feedback.execution import shows_failure
 from ..tasks import Task
 from .base import Policy, PolicyEpisode, PolicyReply, fenced
 
@@ -222,10 +224,10 @@ def feedback_level(observation: Mapping[str, Any], verbal: str) -> str:
     """
     levels = ["none"]
     cf = str(observation.get("compilation_feedback") or "")
-    if cf and cf != "No syntax errors":
+    if cf and not compiled(cf):
         levels.append("compile")
     ef = str(observation.get("execution_feedback") or "")
-    if ef and ef != "Passed all test runs":
+    if ef and shows_failure(ef):
         levels.append("test")
     if observation.get("verbal_feedback") and verbal in ("novice", "expert"):
         levels.append(verbal)

@@ -15,6 +15,7 @@ Holds:
     RunNamespaces         per run: fork a child that is pid 1 of a new PID namespace
     enter_run_mounts      per run, in that child: a new mount namespace, fresh tmpfs /tmp and /dev/shm
     enter_run_network_and_ipc  per run, in that child: new network (loopback only) and IPC namespaces
+    mount_tmpfs_keeping   a fresh tmpfs that keeps given paths beneath it visible, read-only (a venv under /tmp)
     mount_run_proc        per run, in its pid 1: a /proc of the run's own processes
     bring_up_loopback     a loopback-only network
     drop_to               setgroups/setgid/setuid to the slot uid, rlimits, no dumping, death signal
@@ -35,6 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .interpreter import paths_beneath
+
 __all__ = [
     "Level",
     "Confinement",
@@ -43,6 +46,7 @@ __all__ = [
     "RunNamespaces",
     "enter_run_mounts",
     "enter_run_network_and_ipc",
+    "mount_tmpfs_keeping",
     "bring_up_loopback",
     "mount_run_proc",
     "drop_to",
@@ -217,6 +221,32 @@ def _bind_readable(paths: Iterable[str]) -> None:
             os.rmdir(stage)
 
 
+def mount_tmpfs_keeping(target: str, options: str, keep: Iterable[str] = ()) -> None:
+    """Mount a fresh tmpfs (nosuid, nodev, ``options``) on ``target``, binding each path of ``keep`` (beneath
+    ``target``, see :func:`.interpreter.paths_beneath`) back into it read-only, at the same path.
+
+    Each kept path is opened before the tmpfs hides it and bound from that descriptor; the dirs leading
+    to it are made root-owned, mode 0755, so a run can pass through them but not change them.
+    """
+    held = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]
+    umask = os.umask(0o022)
+    try:
+        _mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+        for path, fd in held:
+            parent = os.path.dirname(path)
+            os.makedirs(parent, mode=0o755, exist_ok=True)
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(path, mode=0o755, exist_ok=True)
+            else:
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+            _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
+            _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    finally:
+        os.umask(umask)
+        for _path, fd in held:
+            os.close(fd)
+
+
 def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) -> tuple[str, ...]:
     """Move the calling (root) process into new mount, network, IPC and UTS namespaces and lay out its view.
 
@@ -227,10 +257,11 @@ def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) 
     Raises:
         OSError: a step failed (not root, no namespace support); the caller falls back to a weaker level.
     """
+    readable = list(readable)
     _check(libc().unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    _mount("tmpfs", SANDBOX_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV,
-           f"mode=755,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
+    mount_tmpfs_keeping(SANDBOX_ROOT, f"mode=755,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}",
+                        paths_beneath(SANDBOX_ROOT, readable))
     _bind_readable(p for p in readable if not os.path.realpath(p).startswith(SANDBOX_ROOT + "/"))
     _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY)
     bring_up_loopback()
@@ -266,12 +297,13 @@ class RunNamespaces:
         os.close(self._home)
 
 
-def enter_run_mounts(settings: SandboxSettings) -> None:
+def enter_run_mounts(settings: SandboxSettings, keep: Iterable[str] = ()) -> None:
     """In a run's pid 1 (as root): a new mount namespace with a fresh size-limited ``/tmp`` and ``/dev/shm``,
-    so nothing a run leaves there reaches the next run; both vanish with the run's last process."""
+    so nothing a run leaves there reaches the next run; both vanish with the run's last process. The
+    paths of ``keep`` under ``/tmp`` (the interpreter's, see :mod:`.interpreter`) stay visible, read-only."""
     _check(libc().unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _mount("tmpfs", SANDBOX_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV,
-           f"mode=1777,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}")
+    mount_tmpfs_keeping(SANDBOX_ROOT, f"mode=1777,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}",
+                        paths_beneath(SANDBOX_ROOT, keep))
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=64m,nr_inodes=1000")
 

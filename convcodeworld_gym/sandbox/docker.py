@@ -43,7 +43,7 @@ from ..tasks import Task
 from .confine import SandboxSettings
 from .executor import Executor, Limits
 from .landlock import abi as landlock_abi
-from .launch import EXIT_WAIT_S, WORKER_MODULE, Launcher, WorkerProcess
+from .launch import EXIT_WAIT_S, Launcher, WorkerProcess, worker_boot
 from .local import child_env, describe_exit
 from .pool import SandboxExecutor
 from .result import ExecutionResult
@@ -98,17 +98,8 @@ _KEEPER = (
     "            os._exit(0)\n"
 )
 # The worker's entry: the package's own __init__ (gymnasium, the env) is not needed, nor perhaps
-# installed, in the image: a bare package object stands in for it, so only the sandbox subpackage
-# (standard library only) is imported.
-_BOOT = (
-    "import sys, types\n"
-    f"sys.path.insert(0, {PACKAGE_IN_CONTAINER!r})\n"
-    "package = types.ModuleType('convcodeworld_gym')\n"
-    f"package.__path__ = [{PACKAGE_IN_CONTAINER + '/convcodeworld_gym'!r}]\n"
-    "sys.modules['convcodeworld_gym'] = package\n"
-    f"from {WORKER_MODULE} import main\n"
-    "main()\n"
-)
+# installed, in the image (see launch.worker_boot).
+_BOOT = worker_boot(PACKAGE_IN_CONTAINER + "/convcodeworld_gym")
 _STDERR_TAIL = 2000
 
 
@@ -221,7 +212,6 @@ class ContainerLauncher(Launcher):
     """
 
     backend = "docker"
-    host_runtime = False
     own_cgroup = True
 
     def __init__(self, client: Any, image: str, *, python: str, memory: str, pids: int, cpus: float, tmpfs_size: str,
@@ -337,7 +327,7 @@ class DockerExecutor(SandboxExecutor):
             gets the same scrubbed environment as in the local sandbox.
         base_url: the engine (default: ``$DOCKER_HOST`` or the local socket). With a remote engine, the
             package's bind mount and ``volumes`` name paths on the engine's machine.
-        sandbox_options: ``settings``, ``require``, ``judge``, ``calibrate``, ``time_policy``, ``profiles``,
+        sandbox_options: ``settings``, ``require``, ``judge``, ``allow_forgeable``, ``calibrate``, ``time_policy``, ``profiles``,
             ``cache``, ``preload``: as for :class:`~.pool.SandboxExecutor` (``preload`` defaults to numpy,
             pandas and matplotlib, each skipped by the worker where the image lacks it).
 

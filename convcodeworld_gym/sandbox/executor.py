@@ -11,9 +11,13 @@ import abc
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..tasks import Task
 from .result import ExecutionResult
+
+if TYPE_CHECKING:
+    from .needs import RuntimeProbe
 
 __all__ = ["Limits", "Executor"]
 
@@ -62,6 +66,11 @@ class Executor(abc.ABC):
             return [self.run(task, program) for task, program in jobs]
         with ThreadPoolExecutor(max_workers=max_workers or self.default_concurrency()) as pool:
             return list(pool.map(lambda job: self.run(*job), jobs))
+
+    def runtime_probe(self) -> RuntimeProbe | None:
+        """What tells which modules and data the runtime of this executor's runs lacks (:mod:`.needs`);
+        None when it cannot be asked (then no task is left out for what it lacks)."""
+        return None
 
     def default_concurrency(self) -> int:
         import os

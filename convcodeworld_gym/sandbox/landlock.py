@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import site
-import sys
 from collections.abc import Iterable
 
 from .confine import SANDBOX_ROOT, syscall
+from .interpreter import interpreter_paths
 
 __all__ = ["abi", "read_paths", "write_paths", "restrict", "restrict_network"]
 
@@ -72,8 +71,7 @@ def read_paths(extra: Iterable[str] = ()) -> list[str]:
     ``/`` itself is never granted (a worker started with ``python -m`` in ``/`` has it on ``sys.path``):
     granting it would grant everything.
     """
-    candidates = [*_SYSTEM_READ, sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                  *site.getsitepackages(), *[p for p in sys.path if p], *extra]
+    candidates = [*_SYSTEM_READ, *interpreter_paths(), *extra]
     return sorted({os.path.normpath(p) for p in candidates if os.path.isabs(p) and os.path.exists(p)} - {"/"})
 
 

@@ -9,8 +9,9 @@ starts it inside a locked-down container.
 Holds:
     WorkerProcess  a started worker: send bytes, a descriptor to read its replies from, how it ended, stop
     Launcher       starts workers and tells the pool what it must know of where they run
-    LocalLauncher  workers as child processes of this process, with this interpreter
+    LocalLauncher  workers as child processes of this process, with the runtime interpreter
     WORKER_MODULE  the module a worker runs
+    worker_boot    the source that starts a worker from the package dir without the package's ``__init__``
 """
 
 from __future__ import annotations
@@ -18,23 +19,43 @@ from __future__ import annotations
 import abc
 import json
 import os
-import site
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from .local import child_env, describe_exit
+from .needs import RuntimeProbe
 from .reap import kill_group
 from .spawner import spawn
 
-__all__ = ["WorkerProcess", "Launcher", "LocalLauncher", "WORKER_MODULE", "PACKAGE_ROOT", "EXIT_WAIT_S"]
+__all__ = ["WorkerProcess", "Launcher", "LocalLauncher", "WORKER_MODULE", "PACKAGE_ROOT", "PACKAGE_DIR", "EXIT_WAIT_S",
+           "worker_boot"]
 
 WORKER_MODULE = "convcodeworld_gym.sandbox.worker"
 #: The directory holding the ``convcodeworld_gym`` package.
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+#: The ``convcodeworld_gym`` package dir itself: all a worker needs on its path.
+PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 #: How long a WorkerProcess waits for a worker that stopped answering to end, to say how it ended.
 EXIT_WAIT_S = 5.0
+
+
+def worker_boot(package_dir: str, *, start: bool = True) -> str:
+    """Python source (for ``python -s -c``) that imports the worker from ``package_dir`` and, if ``start``, runs it.
+
+    The package's own ``__init__`` (gymnasium, the env, ...) is not run: a bare package object whose
+    path is ``package_dir`` stands in for it, so the worker imports only the sandbox subpackage, which
+    imports only the standard library. Nothing is added to ``sys.path`` (the dir above the package may be
+    a site-packages full of the env's own libraries): a runtime interpreter with nothing of this project
+    installed, and other pins, runs it.
+    """
+    return ("import sys, types\n"
+            "package = types.ModuleType('convcodeworld_gym')\n"
+            f"package.__path__ = [{package_dir!r}]\n"
+            "sys.modules['convcodeworld_gym'] = package\n"
+            f"from {WORKER_MODULE} import main\n"
+            + ("main()\n" if start else ""))
 
 
 class WorkerProcess(abc.ABC):
@@ -67,14 +88,11 @@ class Launcher(abc.ABC):
 
     Attributes:
         backend: ``details["backend"]`` of every result (``"sandbox"``, ``"docker"``).
-        host_runtime: True when runs use this interpreter's libraries, so that which modules a
-            task lacks can be judged here (``details["missing_modules"]``).
         own_cgroup: True when each worker has a memory cgroup to itself (a container), so that an
             OOM kill counted there during a run is that run's (:mod:`.cgroup`).
     """
 
     backend: str = "sandbox"
-    host_runtime: bool = True
     own_cgroup: bool = False
 
     @property
@@ -101,6 +119,10 @@ class Launcher(abc.ABC):
     def runtime(self) -> str:
         """What identifies the runtime beyond this interpreter (part of the result cache's fingerprint)."""
         return ""
+
+    def probe(self) -> RuntimeProbe | None:
+        """Asks the workers' interpreter what it lacks (:mod:`.needs`); None when it cannot be asked from here."""
+        return None
 
     def close(self) -> None:
         """Release what the launcher holds beyond its workers. Idempotent."""
@@ -145,7 +167,9 @@ class _ChildProcess(WorkerProcess):
 
 
 class LocalLauncher(Launcher):
-    """Workers as child processes of this process, started with ``python`` and a scrubbed environment.
+    """Workers as child processes of this process, started with ``python`` (the runtime interpreter, by
+    default this one) and a scrubbed environment; ``python`` needs nothing of this project installed
+    (:func:`worker_boot`).
 
     Each is started from the spawner thread (see :mod:`.spawner`), in its own session, and dies
     with this process.
@@ -153,19 +177,24 @@ class LocalLauncher(Launcher):
 
     def __init__(self, python: str | None = None) -> None:
         self.python = python or sys.executable
+        self._probe: RuntimeProbe | None = None
+
+    def probe(self) -> RuntimeProbe:
+        if self._probe is None:
+            self._probe = RuntimeProbe(self.python)
+        return self._probe
 
     @property
     def switches_uid(self) -> bool:
         return os.geteuid() == 0
 
     def readable(self) -> list[str]:
-        return [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(self.python)), PACKAGE_ROOT,
-                *site.getsitepackages(), *[p for p in sys.path if p]]
+        return [PACKAGE_DIR, os.path.dirname(os.path.realpath(self.python))]  # the worker adds its interpreter's paths
 
     def start(self, config: dict[str, Any]) -> WorkerProcess:
         proc = spawn(  # from a thread that outlives the worker: it dies with its parent *thread*
-            [self.python, "-s", "-m", WORKER_MODULE, json.dumps(config)],
+            [self.python, "-s", "-c", worker_boot(PACKAGE_DIR), json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={**child_env("/tmp"), "PYTHONPATH": PACKAGE_ROOT}, cwd="/", start_new_session=True,
+            env=child_env("/tmp"), cwd="/", start_new_session=True,
         )
         return _ChildProcess(proc)

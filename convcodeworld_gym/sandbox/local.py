@@ -29,12 +29,17 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..tasks import TEST_CLASS, Task
 from .clock import SuiteClock
 from .executor import Executor, Limits
+from .interpreter import shim_dir
 from .reap import has_exited, kill_group
 from .result import ExecutionResult, Outcome, TestResult
+
+if TYPE_CHECKING:
+    from .needs import RuntimeProbe
 
 __all__ = ["LocalExecutor", "child_env", "new_token", "collect_events", "assemble", "describe_exit", "MODULE_NAME",
            "MAX_EVENT_BYTES", "PROTOCOL_VIOLATION"]
@@ -57,12 +62,13 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "N
 
 
 def child_env(workdir: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a child: nothing inherited but ``PATH`` (with this interpreter first) and locale.
+    """The environment of a child: nothing inherited but ``PATH`` (with this interpreter first, then the
+    sandbox's ``python``/``python3`` shims where a worker made them, :func:`.interpreter.shim_dir`) and locale.
 
     No API keys or other secrets can reach the program, because nothing else is copied.
     """
-    bindir = os.path.dirname(sys.executable)
-    path = os.pathsep.join([bindir, *[p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p != bindir]])
+    first = [os.path.dirname(sys.executable), *filter(None, [shim_dir()])]
+    path = os.pathsep.join([*first, *[p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p not in first]])
     env = {
         "PATH": path,
         "HOME": workdir,
@@ -96,6 +102,15 @@ class LocalExecutor(Executor):
     def __init__(self, limits: Limits | None = None, python: str | None = None) -> None:
         self.limits = limits or Limits()
         self.python = python or sys.executable
+        self._probe = None
+
+    def runtime_probe(self) -> RuntimeProbe:
+        """Asks ``python``, the interpreter of the runs."""
+        if self._probe is None:
+            from .needs import RuntimeProbe
+
+            self._probe = RuntimeProbe(self.python)
+        return self._probe
 
     def run(self, task: Task, program: str) -> ExecutionResult:
         if len(program) > self.limits.max_code_chars:
@@ -115,7 +130,7 @@ class LocalExecutor(Executor):
             crash=result.crash,
             limits_hit=result.limits_hit,
             wall_time_s=time.monotonic() - started,
-            details={"backend": "local", "confinement": {"level": "process"}},  # the keys the other executors report
+            details={"backend": "local", "confinement": {"level": "process"}, "judge": "inprocess", "forgeable": True},  # the keys the other executors report
         )
 
     def _execute(self, task: Task, program: str, workdir: str) -> tuple[list[dict], str | None, str]:

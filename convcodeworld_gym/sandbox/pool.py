@@ -13,6 +13,7 @@ import logging
 import os
 import queue
 import select
+import sys
 import threading
 import time
 from dataclasses import asdict, replace
@@ -28,7 +29,9 @@ from .launch import Launcher, LocalLauncher, WorkerProcess
 from .local import MODULE_NAME, assemble
 from .profile import ProfileStore, TaskProfile, TimePolicy, profile_key
 from .result import ExecutionResult
-from .runtime import installed_preload, missing_modules, network_policy, runtime_fingerprint
+from .needs import Lacking, RuntimeProbe
+from .runtime import HEAVY_MODULES, installed_preload, network_policy, runtime_fingerprint
+from .runtimes import resolve_runtime
 
 __all__ = ["SandboxExecutor", "WorkerDied"]
 
@@ -138,11 +141,14 @@ class SandboxExecutor(Executor):
 
     Each of ``workers`` slots is a long-lived worker process that confines itself (see
     :class:`~.confine.Level`; the level achieved is in every result's ``details["confinement"]``)
-    and has imported the heavy libraries; each run is a child forked from it. A task is judged
-    in ``split`` mode (tests in a trusted judge process, the program in another) when its
-    canonical solution passes that way, else ``inprocess``; the choice and the calibrated time
-    limit are kept in ``profiles``. Identical (tests, program, runtime) runs are answered from
-    ``cache``.
+    and has imported the heavy libraries; each run is a child forked from it. Tasks are judged in
+    ``split`` mode (tests in a trusted judge process, the program in another; values cross as data
+    or stand-ins, the tests' mocks stay in the judge). ``inprocess`` judging (program and tests in
+    one process, where a program can forge its verdict) happens only on request: ``judge="inprocess"``,
+    or ``allow_forgeable=True``, which judges in-process a task whose canonical solution fails
+    split but passes that way. Every result says how it was judged: ``details["judge"]`` and
+    ``details["forgeable"]``. The calibrated mode and time limit are kept in ``profiles``.
+    Identical (tests, program, runtime) runs are answered from ``cache``.
 
     Args:
         limits: limits for tasks without a calibrated profile (and when ``calibrate`` is False).
@@ -150,13 +156,19 @@ class SandboxExecutor(Executor):
         settings: sandbox sizes and rlimits.
         require: fail closed: raise :class:`~convcodeworld_gym.errors.ExecutorError` unless every worker
             reaches this :class:`~.confine.Level` (``"full"``, ``"namespaces"``, ``"uid"`` or ``"process"``).
-        judge: ``"auto"`` (per task, calibrated), ``"split"`` or ``"inprocess"`` for every task.
+        judge: ``"auto"`` (per task, calibrated), ``"split"`` or ``"inprocess"`` (forgeable) for every task.
+        allow_forgeable: with ``judge="auto"``, judge in-process a task whose canonical solution fails
+            under the split judge but passes in-process (its results carry ``forgeable``); default off:
+            such a task stays split (its profile says the canonical solution fails).
         calibrate: measure each task's canonical solution once to set its mode and time limit.
         time_policy: floor / factor / cap of calibrated time limits.
         profiles: where profiles live (default: in memory).
         cache: True (a fresh :class:`ResultCache`), a cache to share, or False to switch caching off.
         preload: modules every worker imports up front (default: the installed ones of numpy, pandas, matplotlib).
-        python: the interpreter of local workers (default: this one).
+        runtime: the interpreter that runs the programs (:mod:`.runtimes`): a Python executable, a venv dir, or
+            an installed runtime's name (``"bigcodebench"``). Default: ``$CONVCODEWORLD_RUNTIME_PYTHON``, else
+            the installed BigCodeBench runtime, else this interpreter. It needs nothing of this project installed.
+        python: the same as ``runtime=`` given a Python executable (kept for compatibility).
         launcher: where workers run (default: :class:`~.launch.LocalLauncher`, child processes of this one;
             :class:`~.docker.DockerExecutor` passes a container launcher).
 
@@ -175,11 +187,13 @@ class SandboxExecutor(Executor):
         settings: SandboxSettings | None = None,
         require: Level | str | None = None,
         judge: str = "auto",
+        allow_forgeable: bool = False,
         calibrate: bool = True,
         time_policy: TimePolicy | None = None,
         profiles: ProfileStore | None = None,
         cache: ResultCache | bool = True,
         preload: tuple[str, ...] | None = None,
+        runtime: str | os.PathLike[str] | None = None,
         python: str | None = None,
         launcher: Launcher | None = None,
     ) -> None:
@@ -189,17 +203,24 @@ class SandboxExecutor(Executor):
         self.settings = settings or SandboxSettings()
         self.require = Level(require) if require is not None else None
         self.judge = judge
+        self.allow_forgeable = allow_forgeable
         self.calibrate = calibrate
         self.time_policy = time_policy or TimePolicy(cap_s=max(TimePolicy().floor_s, self.limits.suite_timeout_s))
         self.profiles = profiles if profiles is not None else ProfileStore()
         self.cache: ResultCache | None = ResultCache() if cache is True else (cache or None)
-        self.preload = installed_preload() if preload is None else tuple(preload)
         n = workers if workers is not None else self.default_concurrency()
         if n <= 0:
             raise ValueError(f"workers must be > 0, got {n}")
-        if launcher is not None and python is not None:
-            raise ValueError("pass python= or launcher=, not both (a launcher chooses its own interpreter)")
-        self._launcher = launcher or LocalLauncher(python)
+        if sum(x is not None for x in (launcher, python, runtime)) > 1:
+            raise ValueError("pass one of runtime=, python= or launcher= (a launcher chooses its own interpreter)")
+        self._launcher = launcher or LocalLauncher(python or resolve_runtime(runtime))
+        probe = self._launcher.probe()
+        if preload is not None:
+            self.preload = tuple(preload)
+        elif probe is None or probe.python == sys.executable:
+            self.preload = installed_preload()
+        else:  # a runtime of its own: what it holds, not what this interpreter holds
+            self.preload = tuple(m for m in HEAVY_MODULES if not probe.lacking_modules([m.split(".")[0]]))
         self._workers = [_Worker(i, self.settings, self.preload, self._launcher) for i in range(n)]
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         for worker in self._workers:
@@ -225,10 +246,16 @@ class SandboxExecutor(Executor):
         finally:
             self._idle.put(worker)
 
+    def runtime_probe(self) -> RuntimeProbe | None:
+        """Asks the workers' interpreter what it lacks (None for workers in a container)."""
+        return self._launcher.probe()
+
     def fingerprint(self) -> str:
         """Runtime fingerprint: interpreter, library versions, confinement level and sandbox settings."""
         if self._fingerprint is None:
             where = self._launcher.runtime()  # e.g. the image: the runtime is not only this interpreter
+            probe = self._launcher.probe()
+            where += f"|{probe.python}|{probe.identity()}" if probe is not None else ""  # the runs' interpreter and libraries
             self._fingerprint = runtime_fingerprint(f"{self.confinement.get('level')}|{self.settings}" + (f"|{where}" if where else ""))
         return self._fingerprint
 
@@ -259,6 +286,8 @@ class SandboxExecutor(Executor):
         elif self.calibrate:
             profile = self.profile(task)
             mode, limits = profile.mode, self._limits_for(profile)
+            if mode is Mode.INPROCESS and not self.allow_forgeable:  # a profile stored before, or by an executor that allowed it
+                mode = Mode.SPLIT
         else:
             mode, limits, profile = static_mode(task.test) or Mode.SPLIT, self.limits, None
         return self._run_mode(task, program, mode, limits, profile)
@@ -287,7 +316,7 @@ class SandboxExecutor(Executor):
         cap = self.time_policy.limits_for(None, self.limits)
         first = static_mode(task.test) or Mode.SPLIT
         tried = []
-        for mode in dict.fromkeys((first, Mode.INPROCESS)):
+        for mode in dict.fromkeys((first, Mode.INPROCESS) if self.allow_forgeable else (first,)):
             result = self._execute(task, task.ground_truth, mode, cap)
             retried, fresh = "", False
             if not result.passed and not result.details.get("missing_modules"):  # a missing library is no accident
@@ -300,7 +329,7 @@ class SandboxExecutor(Executor):
                                       "; ".join(notes + ([retried] if retried else [])))
                 return profile, replace(result, details={**result.details, "profile": profile.to_json()})
             tried.append(f"{mode.value}: {_why(result)}" + (", also in a fresh worker" if fresh else ""))
-        return TaskProfile(Mode.INPROCESS, None, False, "canonical solution fails: " + "; ".join(tried)), None
+        return TaskProfile(first, None, False, "canonical solution fails: " + "; ".join(tried)), None
 
     def _cache_key(self, task: Task, program: str, mode: Mode, limits: Limits) -> str | None:
         if self.cache is None:
@@ -355,14 +384,15 @@ class SandboxExecutor(Executor):
     def _execute(self, task: Task, program: str, mode: Mode, limits: Limits, fresh: bool = False) -> ExecutionResult:
         """One run on the next idle worker (``fresh``: on a newly started one, nothing of earlier runs in it)."""
         started = time.monotonic()
-        lacking = missing_modules(task) if self._launcher.host_runtime else ()  # else the worker's import tells
+        probe = self._launcher.probe()  # None: the worker's import tells
+        lacking = probe.lacking_one(task) if probe is not None else Lacking()
         network = network_policy(task)
         job = {
             "program": program, "test": task.test, "prelude": task.header, "entry_point": task.entry_point,
             "module": MODULE_NAME, "test_class": TEST_CLASS, "mode": mode.value,
             "limits": {"suite_timeout_s": limits.suite_timeout_s, "test_timeout_s": limits.test_timeout_s,
                        "max_code_chars": limits.max_code_chars},
-            "preload": sorted(m for m in task.third_party_modules if m not in lacking),
+            "preload": sorted(m for m in task.third_party_modules if m not in lacking.modules),
             "network": network,
         }
         worker = self._idle.get()
@@ -372,7 +402,8 @@ class SandboxExecutor(Executor):
             self._ensure(worker)
             details: dict[str, Any] = {"backend": self._launcher.backend, **self._launcher.details(),
                                        "confinement": {**worker.confinement, "network": network},
-                                       "uid": worker.confinement.get("uid"), "judge": mode.value, "worker": worker.slot}
+                                       "uid": worker.confinement.get("uid"), "judge": mode.value,
+                                       "forgeable": mode is Mode.INPROCESS, "worker": worker.slot}
             try:
                 reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)
             except WorkerDied as exc:
@@ -393,8 +424,10 @@ class SandboxExecutor(Executor):
         finally:
             self._idle.put(worker)
         result = assemble(task.test_names, reply["events"], reply["stop_reason"], reply["exit_desc"], limits)
-        if lacking:
-            details["missing_modules"] = list(lacking)
+        if lacking.modules:
+            details["missing_modules"] = list(lacking.modules)
+        if lacking.data:
+            details["missing_data"] = list(lacking.data)
         details["run_s"] = reply.get("run_s")
         limits_hit = result.limits_hit
         if reply.get("oom_kills"):  # the kernel ended processes of this run at its container's memory limit

@@ -3,7 +3,6 @@
 Holds:
     IMPORT_TO_PYPI       import name -> PyPI distribution for the BigCodeBench runtime (sklearn -> scikit-learn, ...)
     pypi_name            the distribution to ``pip install`` for an import name
-    missing_modules      the third-party modules a task needs that this interpreter cannot import
     network_policy       ``"loopback"`` for tasks whose solution or tests use sockets, else ``"none"``
     installed_preload    the subset of some heavy modules that is installed (what workers import up front)
     runtime_fingerprint  a digest of interpreter + library versions + confinement: part of every cache key
@@ -21,7 +20,7 @@ from collections.abc import Iterable
 
 from ..tasks import Task, imported_modules
 
-__all__ = ["IMPORT_TO_PYPI", "pypi_name", "missing_modules", "installed_preload", "runtime_fingerprint", "HEAVY_MODULES"]
+__all__ = ["IMPORT_TO_PYPI", "pypi_name", "installed_preload", "runtime_fingerprint", "HEAVY_MODULES"]
 
 #: Import names whose PyPI distribution is named differently (the BigCodeBench libraries).
 IMPORT_TO_PYPI: dict[str, str] = {
@@ -64,11 +63,6 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
-
-
-def missing_modules(task: Task) -> tuple[str, ...]:
-    """Third-party modules the task's solution or tests import that this interpreter lacks, sorted."""
-    return tuple(sorted(m for m in task.third_party_modules if not _importable(m)))
 
 
 #: Modules that open sockets. A task whose solution or tests import one keeps IP sockets (its tests may

@@ -1,7 +1,8 @@
 """A warm sandbox worker: a long-lived process that forks one confined child per execution.
 
-Started by :class:`~convcodeworld_gym.sandbox.pool.SandboxExecutor` as
-``python -s -m convcodeworld_gym.sandbox.worker CONFIG_JSON`` with a scrubbed environment. At start
+Started by :class:`~convcodeworld_gym.sandbox.pool.SandboxExecutor` as ``python -s -c BOOT CONFIG_JSON``
+(:func:`.launch.worker_boot`: the runtime interpreter, this package's sandbox code only, the standard
+library only) with a scrubbed environment. At start
 it confines itself as far as it can (see :mod:`.confine`), imports the heavy libraries it was told
 to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line on stdin), it:
 
@@ -36,7 +37,6 @@ import functools
 import importlib
 import json
 import os
-import pickle
 import resource
 import shutil
 import signal
@@ -51,7 +51,8 @@ from . import cgroup, confine, landlock, memory, reap, seccomp, sweep
 from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
-from .judge import Channel, Mode, ProgramGone, ProgramProxy, safe_loads, serve_program
+from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
+from .judge import Channel, Mode, connect_program, serve_program
 from .local import child_env, collect_events, describe_exit, new_token
 
 __all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
@@ -175,7 +176,7 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]
     try:
         features += confine.enter_worker_namespaces(settings, readable)
         spawn = confine.RunNamespaces()
-        _probe_pid_namespace(spawn)
+        _probe_pid_namespace(spawn, readable)
         level = Level.NAMESPACES
         features += ["pidns", "run_netns", "run_ipcns"]
     except OSError as exc:
@@ -191,12 +192,12 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]
     return Confinement(level, uid, tuple(features), tuple(missing)), hardening, spawn
 
 
-def _probe_pid_namespace(spawn: confine.RunNamespaces) -> None:
+def _probe_pid_namespace(spawn: confine.RunNamespaces, readable: list[str]) -> None:
     """Raise OSError unless a run's child can be forked as each run's is (new PID namespace, then its own mounts)."""
     pid = spawn.fork()
     if pid == 0:
         try:
-            confine.enter_run_mounts(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100))
+            confine.enter_run_mounts(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100), readable)
             confine.enter_run_network_and_ipc()
             os._exit(0 if os.getpid() == 1 else 2)
         except BaseException:  # noqa: BLE001
@@ -310,18 +311,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         _refuse(result_fd, f"this run was prepared with network {network!r}; not run.", token)
     if job["mode"] == Mode.SPLIT.value:
         pid, channel = program_process or _fork_program_process(workdir, (result_fd,))
-        channel.send(pickle.dumps((job["program"], module, entry)))
-        try:
-            first = safe_loads(channel.recv())
-        except Exception as exc:  # noqa: BLE001
-            first = ("crash", f"The program process ended before it was ready ({exc}).")
-        if first[0] == "crash":
-            emit(result_fd, {"e": "crash", "tb": str(first[1])}, token)
+        source = judge_source(job["program"], job["prelude"], job["test"])
+        crash, provided = connect_program(channel, pid, job["program"], module, entry, source)
+        if crash is not None:
+            emit(result_fd, {"e": "crash", "tb": crash}, token)
             os._exit(0)
-        # No entry point: the tests run without one and fail with NameError, as program and tests in one module do.
-        provided = {} if first[0] == "missing" else {entry: ProgramProxy(channel, entry, pid)}
-        run_suite(result_fd, judge_source(job["program"], job["prelude"], job["test"]), module, test_class, provided,
-                  token=token)
+        run_suite(result_fd, source, module, test_class, provided, token=token)
     else:
         if program_process is not None:
             pid, channel = program_process
@@ -354,13 +349,11 @@ def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Ch
     if pid == 0:
         for fd in (*close, to_prog_w, to_judge_r):
             os.close(fd)
-        channel = Channel(to_prog_r, to_judge_w)
-        try:
-            program, module, entry = pickle.loads(channel.recv())
-        except ProgramGone:
-            os._exit(0)
         sys.path.insert(0, workdir)
-        serve_program(channel, program, module, entry)
+        try:
+            serve_program(Channel(to_prog_r, to_judge_w))
+        except Exception:  # noqa: BLE001 - the judge closed the channel (a discarded spare) or sent nothing usable
+            pass
         os._exit(0)
     os.close(to_prog_r)
     os.close(to_judge_w)
@@ -426,9 +419,10 @@ class _Spare:
 
 
 def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.RunNamespaces | None,
-                settings: SandboxSettings, counter: int, network: str, mode: Mode) -> _Spare:
+                settings: SandboxSettings, readable: tuple[str, ...], counter: int, network: str, mode: Mode) -> _Spare:
     """Fork the next run's confined child (it prepares itself and waits for its job). Raises OSError,
-    leaving nothing behind, when the fork or the new PID namespace is refused."""
+    leaving nothing behind, when the fork or the new PID namespace is refused. ``readable``: what runs must
+    see (those of its paths under ``/tmp`` are bound into the run's fresh ``/tmp``)."""
     namespaced = spawn is not None
     # Namespaced: the dir is made by the child inside the run's own fresh /tmp, which vanishes with the run.
     workdir = os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced else tempfile.mkdtemp(prefix="ccw_")
@@ -451,7 +445,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
             os.close(job_w)
             confine.set_parent_death_signal()  # a worker that died before this leaves job_w closed: the child exits
             if namespaced:
-                confine.enter_run_mounts(settings)
+                confine.enter_run_mounts(settings, readable)
                 confine.enter_run_network_and_ipc()
                 os.makedirs(workdir)
                 _prepare_workdir(workdir, confinement)
@@ -536,12 +530,15 @@ def main() -> None:
         os.dup2(null, fd)
     os.environ.update(child_env(confine.SANDBOX_ROOT))
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
-    confinement, hardening, spawn = establish(settings, config["uid"], config["readable"])
+    readable = [*config["readable"], *interpreter_paths()]  # this interpreter's, wherever it lives (/tmp too)
+    confinement, hardening, spawn = establish(settings, config["uid"], readable)
+    if spawn is not None and (shims := make_python_shims(SHIM_DIR)):
+        readable.append(shims)  # in the worker's private /tmp, bound read-only into each run's (PATH: child_env)
     oom = cgroup.find_oom_counter() if config.get("own_cgroup") else None
     _import_quietly(config.get("preload", []))
     out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
     out.flush()
-    make_spare = functools.partial(_make_spare, confinement, hardening, spawn, settings)
+    make_spare = functools.partial(_make_spare, confinement, hardening, spawn, settings, tuple(readable))
     counter = 0
     attempted: set[str] = set(config.get("preload", []))
     spare: _Spare | None = None

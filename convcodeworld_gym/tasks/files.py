@@ -5,6 +5,8 @@ Holds:
     load_bigcodebench      BigCodeBench v0.1.0_hf from a local path or the hub
     load_task_file         any ``.jsonl`` / ``.jsonl.gz`` / ``.json`` / ``.parquet`` file in the schema
     record_to_task         one validated record -> :class:`Task`
+    hub_unreachable        why the Hugging Face hub cannot be reached (a fast probe), or None
+    DEFAULT_DATASET        the task set used when none is given: ``"bigcodebench"``
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ import ast
 import gzip
 import json
 import os
+import socket
+import threading
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from ..errors import DatasetError, MalformedRecordError
 from .record import TEST_CLASS, Task, test_method_names
@@ -29,12 +34,16 @@ __all__ = [
     "load_bigcodebench",
     "load_task_file",
     "record_to_task",
+    "hub_unreachable",
+    "DEFAULT_DATASET",
 ]
 
 #: Environment variable naming a local copy of BigCodeBench (``.jsonl``, ``.jsonl.gz`` or ``.parquet``).
 BIGCODEBENCH_ENV = "CONVCODEWORLD_BIGCODEBENCH_PATH"
 BIGCODEBENCH_HUB_ID = "bigcode/bigcodebench"
 BIGCODEBENCH_SPLIT = "v0.1.0_hf"
+#: The task set ``gym.make``, ``convcodeworld evaluate`` and ``convcodeworld demo`` take when none is given.
+DEFAULT_DATASET = "bigcodebench"
 
 #: Fields every record must carry as non-empty strings.
 REQUIRED_FIELDS = ("task_id", "instruct_prompt", "code_prompt", "canonical_solution", "test", "entry_point")
@@ -162,16 +171,46 @@ def load_bigcodebench(path: str | os.PathLike[str] | None = None) -> tuple[Task,
     return _load_bigcodebench_hub()
 
 
+_OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+_OFFLINE_FIX = (f"point ${BIGCODEBENCH_ENV} at a local BigCodeBench.jsonl.gz or .parquet file, pass dataset='humaneval' "
+                "(no network needed), or, with BigCodeBench in the Hugging Face cache, set HF_HUB_OFFLINE=1")
+
+
+def hub_unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why the Hugging Face hub (``$HF_ENDPOINT``, default huggingface.co) cannot be reached, or None when a TCP
+    connection to it opens within ``timeout_s`` (name resolution included)."""
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    outcome: list[str | None] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout_s).close()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(f"{host}:{port}: {exc}")
+
+    probe = threading.Thread(target=connect, daemon=True)  # getaddrinfo has no timeout of its own
+    probe.start()
+    probe.join(timeout_s)
+    return outcome[0] if outcome else f"{host}:{port}: no answer within {timeout_s:g} s"
+
+
 @lru_cache(maxsize=1)
 def _load_bigcodebench_hub() -> tuple[Task, ...]:
+    offline = any(os.environ.get(flag, "").strip().lower() in ("1", "true", "yes", "on") for flag in _OFFLINE_FLAGS)
+    why = None if offline else hub_unreachable()
+    if why is not None:  # fail at once, not after the hub client's retries (about 25 s)
+        raise DatasetError(f"cannot reach the Hugging Face hub to load {BIGCODEBENCH_HUB_ID} ({why}); {_OFFLINE_FIX}")
     import datasets
 
     try:
         ds = datasets.load_dataset(BIGCODEBENCH_HUB_ID, split=BIGCODEBENCH_SPLIT)
     except Exception as exc:
         raise DatasetError(
-            f"could not load {BIGCODEBENCH_HUB_ID} (split {BIGCODEBENCH_SPLIT}) from the Hugging Face hub: {exc}. "
-            f"Offline? Point ${BIGCODEBENCH_ENV} at a local BigCodeBench.jsonl.gz or .parquet file."
+            f"could not load {BIGCODEBENCH_HUB_ID} (split {BIGCODEBENCH_SPLIT}) from the Hugging Face hub"
+            f"{' in offline mode' if offline else ''}: {exc}. Fix: "
+            + (_OFFLINE_FIX.rsplit(", or,", 1)[0] + ", or load it once with the network on" if offline else _OFFLINE_FIX)
         ) from exc
     return _records_from_dataset(
         ds, source=f"bigcodebench:{BIGCODEBENCH_SPLIT}", path=f"hf://{BIGCODEBENCH_HUB_ID}@{BIGCODEBENCH_SPLIT}"

@@ -2,7 +2,7 @@
 
 Two backends behind one factory, :func:`make_simulator`:
 
-* ``"llm"``: an OpenAI-compatible chat model plays the user (the paper: ``gpt-4o`` at
+* ``"llm"``: an OpenAI-compatible chat model plays the user (the paper: ``gpt-4o-2024-05-13`` at
   temperature 0), every answer cached on disk (:mod:`.cache`).
 * ``"offline"``: deterministic rules, no network (:mod:`.offline`).
 * ``"auto"`` (default): the LLM when an endpoint is configured, else offline, with one
@@ -106,7 +106,7 @@ def make_simulator(
         backend: ``"llm"``, ``"offline"``, or ``"auto"`` (LLM when :func:`endpoint_configured`,
             else offline with one logged warning per process).
         model, base_url, api_key: the LLM endpoint; ``None`` reads the environment variables
-            above. ``model`` defaults to ``gpt-4o``.
+            above. ``model`` defaults to ``gpt-4o-2024-05-13`` (the paper's version).
         temperature, max_tokens: sampling parameters of the LLM; ``max_tokens=None`` means the
             reference's 2048.
         cache_path: the LLM answers' sqlite cache; ``None`` reads ``$CONVCODEWORLD_SIMULATOR_CACHE``

@@ -32,7 +32,7 @@ from .rules import Expertise, check_expertise, should_speak
 
 __all__ = ["LLMSimulator", "DEFAULT_MODEL", "DEFAULT_MAX_TOKENS", "OPENAI_BASE_URL"]
 
-DEFAULT_MODEL = "gpt-4o"
+DEFAULT_MODEL = "gpt-4o-2024-05-13"  # the version the paper used
 #: The reference's reply limit for the simulator (its DSPy LM was built with ``max_tokens=2048``).
 DEFAULT_MAX_TOKENS = 2048
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -53,7 +53,7 @@ class LLMSimulator:
 
     Args:
         expertise: ``"novice"`` or ``"expert"``.
-        model: chat model name (the paper: ``gpt-4o``).
+        model: chat model name (default: the paper's ``gpt-4o-2024-05-13``).
         cache: where answers are stored and looked up.
         base_url: the OpenAI-compatible endpoint (``None``: OpenAI's).
         api_key: the key sent to it; never logged, cached or given to a sandbox.

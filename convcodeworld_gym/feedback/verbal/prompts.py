@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 
 from ..context import TurnContext
-from ..execution import PASSED_ALL_TEST_RUNS
+from ..compilation import NO_SYNTAX_ERRORS
+from ..execution import shows_failure
 from .rules import Expertise
 
 __all__ = ["build_messages", "parse_reply", "strip_code_blocks", "LEAK_RETRY_MESSAGE", "FEEDBACK_MARKER"]
@@ -131,7 +132,7 @@ def _example(expertise: Expertise, with_ef: bool) -> str:
         pairs = [
             ("Task", _EXAMPLE_TASK),
             ("Previous Code", _EXAMPLE_CODE),
-            ("Compilation Feedback", "No syntax errors"),
+            ("Compilation Feedback", NO_SYNTAX_ERRORS),
             ("Execution Feedback", _EXAMPLE_EF),
         ]
         reasoning = "The test shows the numbers in the reverse order."
@@ -149,7 +150,7 @@ def build_messages(expertise: Expertise, context: TurnContext) -> list[dict[str,
     The novice's messages never contain the task's ground truth; the expert's always do.
     """
     ef = context.execution_feedback
-    ef_failing = ef is not None and ef != PASSED_ALL_TEST_RUNS
+    ef_failing = shows_failure(ef)
     if expertise == "expert":
         pairs = [("Ground Truth Code", _fence(context.task.ground_truth)), ("Previous Code", _fence(context.code))]
         if ef_failing:

@@ -24,7 +24,7 @@ from typing import Literal
 
 from ...sandbox.result import TestResult
 from ..context import TurnContext
-from ..execution import PASSED_ALL_TEST_RUNS
+from ..execution import CRASH_BLOCK, failing_tests, shows_failure
 
 __all__ = ["Expertise", "EXPERTISE_LEVELS", "should_speak", "shown_failures", "check_expertise"]
 
@@ -59,7 +59,7 @@ def should_speak(expertise: Expertise, context: TurnContext) -> bool:
         return True
     if context.config.execution == "none":
         return False
-    return context.execution_feedback not in (None, PASSED_ALL_TEST_RUNS)
+    return shows_failure(context.execution_feedback)
 
 
 def shown_failures(context: TurnContext) -> tuple[list[TestResult], str | None]:
@@ -68,9 +68,7 @@ def shown_failures(context: TurnContext) -> tuple[list[TestResult], str | None]:
     The shown EF text is the source of truth (partial coverage shows fewer tests); with EF
     off or on a compile error nothing is shown and the lists are empty.
     """
-    ef = context.execution_feedback
-    if not ef or ef == PASSED_ALL_TEST_RUNS:
-        return [], None
-    failing = [t for t in context.result.tests if not t.outcome.ok and f"{t.name.upper()}\n" in ef]
-    crash = context.result.crash if context.result.crash is not None and ef.startswith("ALL\n") else None
+    shown = failing_tests(context.execution_feedback)
+    failing = [t for t in context.result.tests if not t.outcome.ok and t.name.upper() in shown]
+    crash = context.result.crash if context.result.crash is not None and CRASH_BLOCK in shown else None
     return failing, crash

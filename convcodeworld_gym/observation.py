@@ -1,0 +1,76 @@
+"""The observation every convcodeworld-gym env shows: its keys, its space, how one is built,
+and its text render. The live env, the static replay, the episode records, the
+candidate-choice wrapper and the CLI take the field names from here.
+
+An observation is a dict: ``task`` (the instruction), ``code`` (the code judged last),
+``compilation_feedback``, ``execution_feedback`` and ``verbal_feedback`` (``""`` when not
+shown), and ``turn`` (index of the next submission).
+
+Holds:
+    OBSERVATION_KEYS    every key, in order
+    TEXT_KEYS           the texts about the code judged: the code and the three feedbacks
+    FEEDBACK_KEYS       the three feedback texts
+    observation_space   the ``Dict`` space of an env with ``max_turns`` feedback turns
+    make_observation    build one observation
+    render_observation  the ANSI text of one observation under a header line
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gymnasium import spaces
+
+from .spaces import MAX_TEXT_CHARS, UnicodeText
+
+__all__ = ["OBSERVATION_KEYS", "TEXT_KEYS", "FEEDBACK_KEYS", "observation_space", "make_observation", "render_observation"]
+
+FEEDBACK_KEYS: tuple[str, ...] = ("compilation_feedback", "execution_feedback", "verbal_feedback")
+TEXT_KEYS: tuple[str, ...] = ("code", *FEEDBACK_KEYS)
+OBSERVATION_KEYS: tuple[str, ...] = ("task", *TEXT_KEYS, "turn")
+
+
+def observation_space(max_turns: int, max_chars: int = MAX_TEXT_CHARS) -> spaces.Dict:
+    """The space of every observation of an env with ``max_turns`` feedback turns (``turn``
+    runs to ``max_turns + 1``, the index after the last submission).
+
+    >>> space = observation_space(10)
+    >>> sorted(space.keys()) == sorted(OBSERVATION_KEYS), int(space["turn"].n)
+    (True, 12)
+    """
+    text = UnicodeText(max_chars)
+    return spaces.Dict({**{key: text for key in ("task", *TEXT_KEYS)}, "turn": spaces.Discrete(max_turns + 2)})
+
+
+def make_observation(task: str, turn: int, *, code: str = "", compilation_feedback: str = "", execution_feedback: str = "",
+                     verbal_feedback: str = "") -> dict[str, Any]:
+    """One observation; texts not shown are ``""``.
+
+    >>> make_observation("Add.", 0)
+    {'task': 'Add.', 'code': '', 'compilation_feedback': '', 'execution_feedback': '', 'verbal_feedback': '', 'turn': 0}
+    """
+    return {
+        "task": task,
+        "code": code,
+        "compilation_feedback": compilation_feedback,
+        "execution_feedback": execution_feedback,
+        "verbal_feedback": verbal_feedback,
+        "turn": turn,
+    }
+
+
+def render_observation(header: str, observation: Mapping[str, Any]) -> str:
+    """``=== header ===`` then a ``--- key ---`` section per shown text (the task alone when
+    none is shown yet).
+
+    >>> print(render_observation("t/0", make_observation("Add.", 1, code="x = 1")), end="")
+    === t/0 ===
+    --- code ---
+    x = 1
+    """
+    parts = [f"=== {header} ==="]
+    parts += [f"--- {key} ---\n{observation[key]}" for key in TEXT_KEYS if observation.get(key)]
+    if len(parts) == 1:
+        parts.append(str(observation["task"]))
+    return "\n".join(parts) + "\n"
