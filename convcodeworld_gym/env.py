@@ -266,6 +266,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
               ``crash`` (text or None); ``limits_hit``; ``confinement`` (what the sandbox achieved,
               ``{}`` when nothing ran); ``judge`` (``"split"`` / ``"inprocess"`` / None) and ``forgeable``;
               ``missing_modules`` / ``missing_data`` (what the runtime lacks of the task's needs);
+              ``profile`` (how the task was calibrated: mode, canonical time, a note when its canonical
+              run failed once or for good; ``{}`` when the executor reports none);
               ``feedback_shown`` (``{"compilation": True, "execution": mode or None, "verbal": level or None}``);
               ``verbal_feedback_source`` and ``verbal_feedback_details``; ``episode_end``
               (``"passed"``, ``"max_turns"`` or None); ``shown_compiles`` and ``actionable`` (would the
@@ -345,6 +347,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             # What the runtime lacks of this task's needs (a task asked for by id; default sets leave such tasks out).
             "missing_modules": list(lacking.modules),
             "missing_data": list(lacking.data),
+            # How the task was calibrated: mode, canonical time, and a note when its canonical run failed once or for good.
+            "profile": dict(result.details.get("profile") or {}),
             "feedback_shown": {
                 "compilation": True,
                 "execution": self.config.execution if ef is not None else None,
