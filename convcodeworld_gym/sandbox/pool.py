@@ -26,11 +26,12 @@ from .executor import Executor, Limits
 from .judge import Mode, static_mode, suspicious_constructs
 from .launch import Launcher, LocalLauncher, WorkerProcess
 from .local import MODULE_NAME, assemble
-from .profile import ProfileStore, TaskProfile, TimePolicy, profile_key
+from .profile import ProfileStore, TaskProfile, TimePolicy, import_profile, profile_key
 from .result import ExecutionResult
 from .needs import Lacking, RuntimeProbe
 from .runtime import HEAVY_MODULES, installed_preload, network_policy, runtime_fingerprint
 from .runtimes import resolve_runtime
+from .shipped import ShippedProfiles, shipped_profiles
 
 __all__ = ["SandboxExecutor", "WorkerDied"]
 
@@ -154,6 +155,9 @@ class SandboxExecutor(Executor):
         calibrate: measure each task's canonical solution once to set its mode and time limit.
         time_policy: floor / factor / cap of calibrated time limits.
         profiles: where profiles live (default: in memory).
+        shipped: profiles measured ahead (:mod:`.shipped`) that answer a task's first step without a canonical
+            run: True (the package's, for HumanEval and BigCodeBench v0.1.0_hf), a :class:`~.shipped.ShippedProfiles`,
+            or False (calibrate every task here).
         cache: True (a fresh :class:`ResultCache`), a cache to share, or False to switch caching off.
         preload: modules every worker imports up front (default: the installed ones of numpy, pandas, matplotlib).
         runtime: the interpreter that runs the programs (:mod:`.runtimes`): a Python executable, a venv dir, or
@@ -181,6 +185,7 @@ class SandboxExecutor(Executor):
         calibrate: bool = True,
         time_policy: TimePolicy | None = None,
         profiles: ProfileStore | None = None,
+        shipped: ShippedProfiles | bool = True,
         cache: ResultCache | bool = True,
         preload: tuple[str, ...] | None = None,
         runtime: str | os.PathLike[str] | None = None,
@@ -196,6 +201,7 @@ class SandboxExecutor(Executor):
         self.calibrate = calibrate
         self.time_policy = time_policy or TimePolicy(cap_s=max(TimePolicy().floor_s, self.limits.suite_timeout_s))
         self.profiles = profiles if profiles is not None else ProfileStore()
+        self.shipped: ShippedProfiles | None = shipped_profiles() if shipped is True else (shipped or None)
         self.cache: ResultCache | None = ResultCache() if cache is True else (cache or None)
         n = workers if workers is not None else self.default_concurrency()
         if n <= 0:
@@ -249,7 +255,8 @@ class SandboxExecutor(Executor):
         return self._fingerprint
 
     def profile(self, task: Task) -> TaskProfile:
-        """The task's judge mode and canonical time, measured once (the canonical solution is run)."""
+        """The task's judge mode, canonical time and import profile: stored, else shipped, else measured once
+        (the canonical solution is run)."""
         key = profile_key(task, self.fingerprint())
         found = self.profiles.get(key)
         if found is not None:
@@ -258,8 +265,11 @@ class SandboxExecutor(Executor):
             lock = self._profile_locks.setdefault(key, threading.Lock())
         with lock:
             found = self.profiles.get(key)
-            if found is None:
+            if found is None and self.shipped is not None and (found := self.shipped.lookup(task)) is not None:
+                self.profiles.put(key, found)
+            elif found is None:
                 found, canonical = self._measure(task)
+                found = replace(found, imports=import_profile(task))
                 self.profiles.put(key, found)
                 if canonical is not None:  # the canonical run answers its own next request
                     self._remember(task, task.ground_truth, found.mode, self._limits_for(found), canonical)

@@ -9,6 +9,9 @@ Holds:
     TaskProfile   mode, canonical time and outcome, and the limits that follow
     ProfileStore  thread-safe store of profiles (optionally persisted as JSON)
     profile_key   the key of a task's profile
+    task_digest   the part of the key that names the task's text (test digest + ground-truth hash)
+    import_profile  which warm process a task's run forks from: ``stdlib``, ``numpy``, ``pandas``,
+                  ``pandas+matplotlib`` or ``own`` (decided from its imports)
 """
 
 from __future__ import annotations
@@ -24,7 +27,30 @@ from ..tasks import Task
 from .executor import Limits
 from .judge import Mode
 
-__all__ = ["TimePolicy", "TaskProfile", "ProfileStore", "profile_key"]
+__all__ = ["TimePolicy", "TaskProfile", "ProfileStore", "profile_key", "task_digest", "import_profile", "IMPORT_PROFILES"]
+
+#: Import profiles, smallest first: the library sets a warm process holds (``own``: the task's own set).
+IMPORT_PROFILES: dict[str, tuple[str, ...]] = {
+    "stdlib": (),
+    "numpy": ("numpy",),
+    "pandas": ("numpy", "pandas"),
+    "pandas+matplotlib": ("numpy", "pandas", "matplotlib", "matplotlib.pyplot"),
+}
+
+
+def import_profile(task: Task) -> str:
+    """The smallest import profile whose libraries cover what ``task`` imports, else ``"own"``.
+
+    >>> from convcodeworld_gym.tasks import Task
+    >>> t = Task("d/0", "", "import pandas as pd\\ndef f():\\n", "f", "    pass\\n", "import unittest\\n")
+    >>> import_profile(t), import_profile(Task("d/1", "", "def f():\\n", "f", "    pass\\n", ""))
+    ('pandas', 'stdlib')
+    """
+    needed = set(task.third_party_modules)
+    for name, modules in IMPORT_PROFILES.items():
+        if needed <= {m.split(".")[0] for m in modules}:
+            return name
+    return "own"
 
 
 @dataclass(frozen=True)
@@ -61,6 +87,7 @@ class TaskProfile:
     canonical_s: float | None
     canonical_passed: bool
     note: str = ""
+    imports: str = ""  # the import profile (:func:`import_profile`); "" in profiles stored before it was kept
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -69,13 +96,19 @@ class TaskProfile:
 
     @classmethod
     def from_json(cls, data: dict) -> TaskProfile:
-        return cls(Mode(data["mode"]), data.get("canonical_s"), bool(data["canonical_passed"]), data.get("note", ""))
+        return cls(Mode(data["mode"]), data.get("canonical_s"), bool(data["canonical_passed"]), data.get("note", ""),
+                   data.get("imports", ""))
+
+
+def task_digest(task: Task) -> str:
+    """Test digest + ground-truth hash: changes whenever the task's tests or canonical solution change."""
+    gt = hashlib.sha256(task.ground_truth.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{task.test_digest[:32]}-{gt}"
 
 
 def profile_key(task: Task, fingerprint: str) -> str:
     """Test digest + ground-truth hash + runtime fingerprint (no secrets: only hashes of public text)."""
-    gt = hashlib.sha256(task.ground_truth.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{task.test_digest[:32]}-{gt}-{fingerprint}"
+    return f"{task_digest(task)}-{fingerprint}"
 
 
 class ProfileStore:
