@@ -57,3 +57,14 @@ def test_explicit_preload_keeps_one_group():
         other = ex.run(STDLIB, STDLIB.ground_truth)
     assert result.passed and result.details["worker_group"] == "all"
     assert not other.passed  # numpy is loaded in the one group's worker, the stdlib task sees it
+
+
+def test_results_carry_the_stages_of_their_run(humaneval):
+    task = humaneval["HumanEval/0"]
+    with SandboxExecutor(workers=1, cache=False) as ex:
+        first, second = ex.run(task, task.ground_truth), ex.run(task, task.code_prompt + "    return 1\n")
+    for result in (first, second):
+        stages = result.details["stages"]
+        assert {"fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "tests_s", "previous_teardown_s"} <= set(stages)
+        assert all(0 <= v < 30 for v in stages.values()), stages
+    assert first.details["stages"]["previous_teardown_s"] == 0 < second.details["stages"]["previous_teardown_s"]

@@ -156,9 +156,13 @@ class LocalExecutor(Executor):
         return events, stop_reason, describe_exit(proc.returncode)
 
 def collect_events(
-    read_fd: int, limits: Limits, exited: Callable[[], bool], max_bytes: int = MAX_EVENT_BYTES
+    read_fd: int, limits: Limits, exited: Callable[[], bool], max_bytes: int = MAX_EVENT_BYTES,
+    marks: dict[str, float] | None = None,
 ) -> tuple[list[dict], str | None]:
     """Read events until the suite ends, the child dies, or a limit is hit; returns (events, stop reason).
+
+    ``marks``, when given, gets the ``time.monotonic()`` of the first event's arrival (``"first"``) for
+    the sandbox's per-stage timings.
 
     The stop reason is ``None``, ``"suite_timeout"``, ``"test_timeout"`` or ``"output_limit"`` (the
     channel carried more than ``max_bytes``). The channel can stay open after the child exits (a
@@ -192,6 +196,8 @@ def collect_events(
                 if event is None:
                     continue
                 events.append(event)
+                if marks is not None:
+                    marks.setdefault("first", time.monotonic())
                 if clock.observe(event):
                     return events, None
 

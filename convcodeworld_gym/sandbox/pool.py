@@ -481,6 +481,8 @@ class SandboxExecutor(Executor):
         if lacking.data:
             details["missing_data"] = list(lacking.data)
         details["run_s"] = reply.get("run_s")
+        if reply.get("stages"):
+            details["stages"] = reply["stages"]
         limits_hit = result.limits_hit
         if reply.get("oom_kills"):  # the kernel ended processes of this run at its container's memory limit
             details["oom_kills"] = reply["oom_kills"]
