@@ -157,7 +157,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         log: the reference log (run directory, ``turns.jsonl``, hub id, rows or :class:`ReferenceLog`).
         dataset, task_ids, stdlib_only, limit: the tasks, as for the live env; only tasks the
             log holds are played (``limit`` counts those), in the dataset's order.
-        executor, max_turns, max_reply_chars, render_mode: as for :class:`ConvCodeWorldEnv` (an
+        executor, max_turns, max_reply_chars, render_mode, allow_forgeable: as for :class:`ConvCodeWorldEnv` (an
             :class:`Executor` is shared and never closed; a factory's executor is owned and closed).
         verbal_feedback, simulator_kwargs: accepted so that live and static ids take the same
             kwargs; ignored (no simulator is built or called): static mode shows the logged
@@ -219,6 +219,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         render_mode: str | None = None,
         stop_on_pass: bool = True,
         feedback_style: str = "reference",
+        allow_forgeable: bool = False,
     ) -> None:
         del verbal_feedback, simulator_kwargs  # static mode shows the logged verbal feedback; nothing is generated
         if log is None:
@@ -241,6 +242,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             max_turns=max_turns,
             max_reply_chars=max_reply_chars,
             feedback_style=feedback_style,  # type: ignore[arg-type]
+            allow_forgeable=allow_forgeable,
         )
         self._round_judge: ConvCodeWorldEnv | None = None
         self.tasks: TaskSet = self._judge.tasks
@@ -358,6 +360,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             self._round_judge = ConvCodeWorldEnv(
                 FeedbackConfig(self.config.execution, "none"), dataset=self.tasks, executor=self._judge.executor,
                 max_turns=self.max_turns, max_reply_chars=self._judge.max_reply_chars, feedback_style=self._judge.feedback_style,
+                allow_forgeable=self._judge.allow_forgeable,
             )
         return self._round_judge
 

@@ -32,6 +32,7 @@ from .feedback.execution import FEEDBACK_STYLES, FeedbackStyle, compile_error_fe
 from .observation import OBSERVATION_KEYS, make_observation, observation_space, render_observation
 from .protocol import actionable
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
+from .sandbox.forgeable import default_task_set
 from .sandbox.needs import Lacking, choose_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks
@@ -52,6 +53,15 @@ class Timings:
     execute_s: float = field(default=0.0, compare=False)
     verbal_s: float = field(default=0.0, compare=False)
     step_s: float = field(default=0.0, compare=False)
+
+
+def _forgeable(details: Mapping[str, Any]) -> bool:
+    """Was the result judged where the program could forge it (in-process)?
+
+    >>> _forgeable({"judge": "split"}), _forgeable({"judge": "inprocess"}), _forgeable({})
+    (False, True, False)
+    """
+    return bool(details.get("forgeable", details.get("judge") == "inprocess"))
 
 
 def _confinement_info(reported: dict[str, Any] | None) -> dict[str, Any]:
@@ -98,6 +108,12 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             source lines and whole tracebacks, a block per timed-out test, no EF for code that
             does not compile (see :mod:`~convcodeworld_gym.feedback.execution`).
         render_mode: ``None`` or ``"ansi"``.
+        allow_forgeable: keep the tasks only an in-process judge can judge (where a program can forge
+            its verdict; see :mod:`~convcodeworld_gym.sandbox.forgeable`), and let the env's own
+            executor judge them in-process. Default: a default task set leaves them out, with one logged
+            warning (tasks asked for by ``task_ids`` are kept, judged split).
+            Every step's ``info`` says how it was judged: ``judge`` (``split`` or ``inprocess``) and
+            ``forgeable``.
 
     Observation (a ``Dict`` of text fields and the turn): ``task`` (the instruction),
     ``code`` (the code judged this step), ``compilation_feedback``, ``execution_feedback`` and
@@ -140,6 +156,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
         feedback_style: FeedbackStyle = "reference",
         render_mode: str | None = None,
+        allow_forgeable: bool = False,
     ) -> None:
         self.config = FeedbackConfig.parse(feedback)
         if feedback_style not in FEEDBACK_STYLES:
@@ -162,6 +179,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
 
         tasks = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only)
+        self.allow_forgeable = allow_forgeable
+        if task_ids is None:  # a default set: without the tasks only an in-process judge can judge
+            tasks = default_task_set(tasks, allow_forgeable)
         self.max_turns = max_turns
         self.max_reply_chars = max_reply_chars
         self.render_mode = render_mode
@@ -169,7 +189,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             raise ValueError("pass runtime= or executor=, not both (give the executor its runtime: SandboxExecutor(runtime=...))")
         self._owns_executor = not isinstance(executor, Executor)
         if executor is None:
-            executor = functools.partial(SandboxExecutor, runtime=runtime)
+            executor = functools.partial(SandboxExecutor, runtime=runtime, allow_forgeable=allow_forgeable)
         self.executor: Executor = executor if isinstance(executor, Executor) else executor()
         if not isinstance(self.executor, Executor):
             raise TypeError(f"executor must be an Executor or a callable returning one, got {type(self.executor).__name__}")
@@ -297,6 +317,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             # Dict entries stay dicts ({} when not applicable): vector envs batch an info key by its type.
             "confinement": _confinement_info(result.details.get("confinement")),  # what the sandbox achieved
             "judge": result.details.get("judge"),  # split or inprocess
+            "forgeable": _forgeable(result.details),  # judged where the program could forge its verdict
             # What the runtime lacks of this task's needs (a task asked for by id; default sets leave such tasks out).
             "missing_modules": list(lacking.modules),
             "missing_data": list(lacking.data),

@@ -42,6 +42,7 @@ from .records import TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_
 from .registration import LIVE_IDS
 from .samples import load_samples, samples_digest
 from .sandbox import Executor, Limits, SandboxExecutor
+from .sandbox.forgeable import default_task_set
 from .sandbox.needs import choose_tasks
 from .tasks import DEFAULT_DATASET, Task, TaskSet, load_tasks
 
@@ -377,8 +378,11 @@ def run_evaluation(
     """
     run_dir = Path(run_dir)
     tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only)
+    allow_forgeable = bool(config.env_kwargs.get("allow_forgeable"))
+    if config.task_ids is None:  # as each env's own default set: without what only an in-process judge can judge
+        tasks = default_task_set(tasks, allow_forgeable)
     owns_executor = executor is None
-    shared = executor if executor is not None else SandboxExecutor()
+    shared = executor if executor is not None else SandboxExecutor(allow_forgeable=allow_forgeable)
     try:  # a default set leaves out, with one warning, the tasks whose needs the runtime does not meet
         tasks, _ = choose_tasks(tasks, shared.runtime_probe(), by_id=config.task_ids is not None,
                                 strict=bool(config.env_kwargs.get("strict_runtime")))

@@ -107,5 +107,5 @@ EXIT_CALLS = {
     "os_exit_in_task_func": "import os, sys\ndef task_func(x):\n    os._exit(0)\n",
 }
 #: What a rejected forge or exit says (one of them), in split mode.
-FORGE_REJECTED = ("AssertionError", "UnpicklingError", "only plain data", "closed the channel", "ProgramGone", "exited",
+FORGE_REJECTED = ("AssertionError", "not data", "could not cross", "closed the channel", "ProgramGone", "exited",
                   "SystemExit")

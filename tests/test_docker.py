@@ -417,7 +417,7 @@ def test_the_other_hostile_classes_are_contained_too(docker_executor) -> None:
     recursion = "import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1) + 1\ndef task_func(x):\n    return f(0)\n"
     # A run that outgrows the container before its address-space rlimit is ended by the kernel (SIGKILL).
     assert_rejected(docker_executor, recursion, "SIGSEGV", "RecursionError", "MemoryError", "TimeoutError", "SIGKILL")
-    for name in ("patch_unittest", "frame_walk", "forge_channel"):
-        result = assert_rejected(docker_executor, FORGES[name], "JudgeRefused", "AssertionError", task=MOCKED)
-        assert result.details["judge"] == "inprocess"
+    for name in ("patch_unittest", "frame_walk", "forge_channel", "always_equal"):  # a mocked task is judged split too
+        result = assert_rejected(docker_executor, FORGES[name], *FORGE_REJECTED, task=MOCKED)
+        assert result.details["judge"] == "split" and result.details["forgeable"] is False
     assert docker_executor.run(SQUARE, SQUARE.ground_truth).passed

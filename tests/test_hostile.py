@@ -338,11 +338,25 @@ def test_forging_a_pass_fails_in_split_mode(sandbox, program):
     assert result.details["judge"] == "split"
 
 
+@pytest.fixture(scope="module")
+def inprocess_sandbox():
+    with SandboxExecutor(workers=1, settings=SETTINGS, preload=(), judge="inprocess",
+                         time_policy=TimePolicy(floor_s=3.0, cap_s=10.0)) as ex:
+        yield ex
+
+
 @pytest.mark.parametrize("program", [PATCH_UNITTEST, FRAME_WALK, FORGE_CHANNEL],
                          ids=["patch_unittest", "frame_walk", "forge_channel"])
-def test_forging_in_process_mode_is_refused(sandbox, program):
-    result = assert_rejected(sandbox, program, "JudgeRefused", "AssertionError", task=MOCKED)
+def test_forging_in_process_mode_is_refused(inprocess_sandbox, program):
+    result = assert_rejected(inprocess_sandbox, program, "JudgeRefused", "AssertionError", task=MOCKED)
     assert result.details["judge"] == "inprocess"
+
+
+@pytest.mark.parametrize("program", [PATCH_UNITTEST, FRAME_WALK, FORGE_CHANNEL, ALWAYS_EQUAL],
+                         ids=["patch_unittest", "frame_walk", "forge_channel", "always_equal"])
+def test_forging_a_mocked_task_fails_in_split_mode(sandbox, program):
+    result = assert_rejected(sandbox, program, *FORGE_REJECTED, task=MOCKED)
+    assert result.details["judge"] == "split"
 
 
 def test_worker_killed_mid_run_fails_cleanly_and_next_run_works():

@@ -113,15 +113,17 @@ def test_spares_made_for_the_other_judge_mode_still_judge_right():
     """A worker makes its next spare for the last job's judge mode; jobs alternating between modes
     (the split judge's program process forked on demand, or ended unused) are judged as always."""
     split = Task("modes/split", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n", SQUARE_TESTS)
-    mocked = Task("modes/mocked", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n",
-                  SQUARE_TESTS.replace("import unittest", "import unittest\nfrom unittest.mock import patch")
-                  .replace("    def test_two", '    @patch("os.getcwd", return_value="/x")\n    def test_two').replace("test_two(self)", "test_two(self, _m)"))
-    with SandboxExecutor(workers=1, preload=(), cache=False) as ex:
-        assert ex.profile(split).mode.value == "split" and ex.profile(mocked).mode.value == "inprocess"
+    # Its tests read the sys.path the program changed: only one process can judge that (forgeable).
+    in_place = Task("modes/sys_path", "Add a path.", "import sys\ndef task_func(p):\n", "task_func", "    sys.path.append(p)\n",
+                    "import sys, unittest\nclass TestCases(unittest.TestCase):\n    def test_path(self):\n"
+                    "        task_func('/ccw/x')\n        self.assertIn('/ccw/x', sys.path)\n")
+    with SandboxExecutor(workers=1, preload=(), cache=False, allow_forgeable=True) as ex:
+        assert ex.profile(split).mode.value == "split" and ex.profile(in_place).mode.value == "inprocess"
         for _ in range(2):
-            for task in (split, mocked):
+            for task in (split, in_place):
                 right, wrong = ex.run(task, task.ground_truth), ex.run(task, "def task_func(x):\n    return x + 1\n")
                 mode = "split" if task is split else "inprocess"
+                assert right.details["forgeable"] is (mode == "inprocess")
                 assert right.passed and not wrong.passed and right.details["judge"] == wrong.details["judge"] == mode
             forged = ex.run(split, _FORGE)  # right after an in-process job: its program process was forked on demand
             assert not forged.passed and forged.details["judge"] == "split"

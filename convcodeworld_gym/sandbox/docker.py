@@ -327,7 +327,7 @@ class DockerExecutor(SandboxExecutor):
             gets the same scrubbed environment as in the local sandbox.
         base_url: the engine (default: ``$DOCKER_HOST`` or the local socket). With a remote engine, the
             package's bind mount and ``volumes`` name paths on the engine's machine.
-        sandbox_options: ``settings``, ``require``, ``judge``, ``calibrate``, ``time_policy``, ``profiles``,
+        sandbox_options: ``settings``, ``require``, ``judge``, ``allow_forgeable``, ``calibrate``, ``time_policy``, ``profiles``,
             ``cache``, ``preload``: as for :class:`~.pool.SandboxExecutor` (``preload`` defaults to numpy,
             pandas and matplotlib, each skipped by the worker where the image lacks it).
 

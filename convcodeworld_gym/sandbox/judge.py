@@ -3,25 +3,24 @@
 A program that runs in the same process as its tests can forge a pass (patch ``unittest``, walk
 frames to the real ``TestCase``, write a fake result to the result pipe and ``os._exit``, return
 an object whose ``__eq__`` is always true). In *split* mode the judge process runs the tests with
-the entry point replaced by a :class:`ProgramProxy`; the program runs in a confined child that
-answers each call over a pipe. Return values come back pickled and are decoded by
-:func:`safe_loads`, which rebuilds only plain data (builtins, datetime, decimal, numpy, pandas
-values): an always-equal object cannot cross. The global ``random`` and ``numpy.random`` states
-travel with every call, both ways, so tests that seed before calling still see the same numbers.
+the entry point (and the program's other names the tests read) replaced by stand-ins; the program
+runs in a confined child that answers each call over a pipe. Values cross as data only
+(:mod:`.codec`: rebuilt through public constructors, never unpickled), so an always-equal object
+cannot cross; what is not data crosses as a stand-in (:mod:`.standin`), whose calls go back to
+the process that owns the object. The tests' mocks stay in the judge: the program's process gets
+stand-ins where a test patched (:mod:`.mocks`). The global ``random`` and ``numpy.random`` states
+travel with the messages, both ways, so tests that seed before calling still see the same numbers.
 
-Tasks whose tests patch what the program uses (``mock.patch``), read names other than the entry
-point, or inspect returned objects that are not plain data (matplotlib axes) need *in-process*
-mode; :func:`suspicious_constructs` flags programs that touch what lets in-process code forge.
+*In-process* judging (program and tests in one process, as the reference does) is an explicit
+opt-in only: there a program can forge its verdict, and :func:`suspicious_constructs` flags the
+programs that touch what lets it.
 
 Holds:
     Mode                  ``split`` or ``inprocess``
-    static_mode           the mode a test source forces, if any (``inprocess`` when it mocks)
+    static_mode           the mode a test source forces, if any (none does now: mocks cross too)
     suspicious_constructs names of forging tools a program's source uses
-    safe_loads            restricted unpickler for values coming from the program
-    Channel               length-prefixed messages over a pair of file descriptors
-    ProgramProxy          the judge's stand-in for the entry point
-    serve_program         the program side: run the program, answer calls until the pipe closes
-    RemoteError           raised in the judge when the program's exception cannot be rebuilt
+    serve_program         the program side: run the program, answer the judge until the channel closes
+    connect_program       the judge side: start the program, get the names the tests read from it
 """
 
 from __future__ import annotations
@@ -29,42 +28,22 @@ from __future__ import annotations
 import ast
 import builtins
 import enum
-import io
+import importlib
 import os
-import pickle
-import struct
 import sys
 import time
 import traceback
 import types
+from collections.abc import Callable
 from typing import Any
 
+from .codec import CodecError, dumps, loads
 from .local import describe_exit
+from .mocks import PatchApplier, PatchTracker, same_state
+from .standin import Channel, Peer, ProgramGone, RemoteError, StandIn, _clip, class_policy, exception_policy
 
-__all__ = [
-    "Mode",
-    "static_mode",
-    "suspicious_constructs",
-    "safe_loads",
-    "Channel",
-    "ProgramProxy",
-    "serve_program",
-    "RemoteError",
-    "ProgramGone",
-    "MAX_MESSAGE_BYTES",
-]
-
-#: Largest message either side accepts (a bigger return value is an error in that test).
-MAX_MESSAGE_BYTES = 256 << 20
-#: Longest exception argument or traceback text the program's process sends for one call.
-MAX_ERROR_CHARS = 10_000
-
-
-def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}... [{len(text) - 2 * half} characters cut] ...{text[-half:]}"
+__all__ = ["Mode", "static_mode", "suspicious_constructs", "serve_program", "connect_program", "Channel",
+           "ProgramGone", "RemoteError"]
 
 
 class Mode(str, enum.Enum):
@@ -74,18 +53,14 @@ class Mode(str, enum.Enum):
     INPROCESS = "inprocess"
 
 
-_MOCK_MARKERS = ("patch(", "patch.object(", "Mock(", "MagicMock", "mock_open", "@patch")
-
-
 def static_mode(test_source: str) -> Mode | None:
-    """``INPROCESS`` when the tests mock things (a mock cannot reach the program's process), else ``None``.
+    """The mode a test source forces, or ``None`` (then calibration decides). No source forces one now:
+    the tests' mocks reach the program's process through stand-ins.
 
-    >>> static_mode("from unittest.mock import patch\\n@patch('os.listdir')\\ndef test_a(self, m): pass")
-    <Mode.INPROCESS: 'inprocess'>
-    >>> static_mode("from unittest.mock import patch\\ndef test_a(self): pass") is None
+    >>> static_mode("from unittest.mock import patch\\n@patch('os.listdir')\\ndef test_a(self, m): pass") is None
     True
     """
-    return Mode.INPROCESS if any(marker in test_source for marker in _MOCK_MARKERS) else None
+    return None
 
 
 _SUSPICIOUS_NAMES = {
@@ -147,209 +122,87 @@ def suspicious_constructs(program: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-# ----------------------------------------------------------------------------- restricted unpickling
+# ----------------------------------------------------------------------------- both sides of a split run
 
-_SAFE_BUILTINS = frozenset({
-    "int", "float", "complex", "str", "bytes", "bytearray", "list", "tuple", "dict", "set", "frozenset",
-    "bool", "slice", "range", "object",
-})
-_SAFE_GLOBALS = frozenset({
-    ("collections", "OrderedDict"), ("collections", "defaultdict"), ("collections", "Counter"), ("collections", "deque"),
-    ("datetime", "date"), ("datetime", "datetime"), ("datetime", "time"), ("datetime", "timedelta"), ("datetime", "timezone"),
-    ("decimal", "Decimal"), ("fractions", "Fraction"), ("uuid", "UUID"), ("copyreg", "_reconstructor"),
-    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "Path"), ("re", "_compile"),
-    ("ipaddress", "IPv4Address"), ("ipaddress", "IPv6Address"), ("ipaddress", "IPv4Network"), ("ipaddress", "IPv6Network"),
-    ("zoneinfo", "ZoneInfo"), ("array", "array"), ("array", "_array_reconstructor"),
-})
-_DATA_LIBS = ("numpy", "pandas", "pyarrow")  # pyarrow: the string columns of pandas >= 3
-_DATA_LIB_EXCLUDED = ("numpy.lib.npyio", "numpy.ctypeslib", "numpy.f2py", "numpy.distutils", "numpy.testing",
-                      "pandas.io", "pandas.plotting", "pandas.testing", "pandas.util", "pyarrow.fs", "pyarrow.parquet")
-_FUNCTION_TYPES = ("function", "builtin_function_or_method", "cython_function_or_method", "fused_cython_function")
-_DATA_LIB_FUNCTION_MARKERS = ("unpickle", "reconstruct", "_new_", "frombuffer", "new_block", "scalar", "_restore", "type_for_alias", "py_buffer")
+class _RngSync:
+    """The global ``random`` and ``numpy.random`` states, sent with a message only when they changed."""
 
+    def __init__(self) -> None:
+        self._last: Any = None
 
-class _SafeUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins" and name in _SAFE_BUILTINS:
-            return getattr(builtins, name)
-        if (module, name) in _SAFE_GLOBALS:
-            return super().find_class(module, name)
-        root = module.split(".")[0]
-        if root in _DATA_LIBS and not module.startswith(_DATA_LIB_EXCLUDED) and "." not in name:
-            if module not in sys.modules:
-                raise pickle.UnpicklingError(f"refusing {module}.{name}: module not loaded in the judge")
-            obj = super().find_class(module, name)
-            owner = getattr(obj, "__module__", "") or ""
-            if isinstance(obj, type) and owner.split(".")[0] in _DATA_LIBS and "File" not in name:
-                return obj
-            if type(obj).__name__ in _FUNCTION_TYPES and any(m in name.lower() for m in _DATA_LIB_FUNCTION_MARKERS):
-                return obj
-        raise pickle.UnpicklingError(
-            f"the program returned a {module}.{name} object; only plain data (builtins, datetime, decimal, "
-            "numpy, pandas values) can be judged across the process boundary"
-        )
+    @staticmethod
+    def _states() -> dict[str, Any]:
+        import random
 
+        states: dict[str, Any] = {"random": random.getstate()}
+        np = sys.modules.get("numpy")
+        if np is not None:
+            states["numpy"] = np.random.get_state(legacy=True)
+        return states
 
-def safe_loads(data: bytes) -> Any:
-    """Unpickle ``data``, rebuilding only plain-data types; anything else raises ``pickle.UnpicklingError``.
+    @staticmethod
+    def _key(states: dict[str, Any]) -> tuple:
+        np_state = states.get("numpy")
+        return (states["random"], None if np_state is None else (np_state[1].tobytes(), *np_state[2:]))
 
-    >>> safe_loads(pickle.dumps({"a": [1, 2.5, (3, "x")], "b": {4}}))
-    {'a': [1, 2.5, (3, 'x')], 'b': {4}}
-    >>> import argparse
-    >>> safe_loads(pickle.dumps(argparse.Namespace(a=1)))
-    Traceback (most recent call last):
-    ...
-    _pickle.UnpicklingError: the program returned a argparse.Namespace object; only plain data (builtins, datetime, decimal, numpy, pandas values) can be judged across the process boundary
-    """
-    return _SafeUnpickler(io.BytesIO(data)).load()
+    def out(self) -> dict[str, Any] | None:
+        states = self._states()
+        key = self._key(states)
+        if key == self._last:
+            return None
+        self._last = key
+        return states
 
+    def apply(self, states: Any) -> None:
+        import random
 
-# ----------------------------------------------------------------------------- the channel
-
-class ProgramGone(EOFError):
-    """The program's process closed the channel (it exited, crashed or was killed)."""
-
-
-class Channel:
-    """Length-prefixed messages over a read fd and a write fd. Not thread-safe."""
-
-    def __init__(self, read_fd: int, write_fd: int) -> None:
-        self.read_fd, self.write_fd = read_fd, write_fd
-
-    def send(self, payload: bytes) -> None:
-        data = struct.pack("<Q", len(payload)) + payload
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.write_fd, view):]
-
-    def _read_exact(self, n: int) -> bytes:
-        chunks, left = [], n
-        while left:
-            chunk = os.read(self.read_fd, min(left, 1 << 20))
-            if not chunk:
-                raise ProgramGone("the program process closed the channel")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-
-    def close(self) -> None:
-        for fd in (self.read_fd, self.write_fd):
-            os.close(fd)
-
-    def recv(self) -> bytes:
-        (size,) = struct.unpack("<Q", self._read_exact(8))
-        if size > MAX_MESSAGE_BYTES:
-            raise ProgramGone(f"the program sent a message of {size} bytes, over the limit of {MAX_MESSAGE_BYTES}")
-        return self._read_exact(size)
-
-
-def _rng_states() -> dict[str, Any]:
-    import random
-
-    states: dict[str, Any] = {"random": random.getstate()}
-    np = sys.modules.get("numpy")
-    if np is not None:
-        states["numpy"] = np.random.get_state()
-    return states
-
-
-def _set_rng_states(states: dict[str, Any]) -> None:
-    import random
-
-    if "random" in states:
+        if not isinstance(states, dict) or not isinstance(states.get("random"), tuple):
+            return
         random.setstate(states["random"])
-    np = sys.modules.get("numpy")
-    if np is not None and "numpy" in states:
-        np.random.set_state(states["numpy"])
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(states.get("numpy"), tuple):
+            np.random.set_state(states["numpy"])
+        self._last = self._key(self._states())
 
 
-class RemoteError(Exception):
-    """The program raised an exception the judge could not rebuild as its own class; the text is the program's traceback."""
+def _exit_text(pid: int | None) -> Callable[[], str]:
+    """How the program's process ended, when this judge is its parent (waits up to 2 s)."""
+    box = [pid]
 
-
-class ProgramProxy:
-    """Stands in for the program's entry point in the judge: each call is forwarded to the program process.
-
-    Arguments go out pickled (they come from the trusted tests); the return value comes back through
-    :func:`safe_loads`. An exception in the program is re-raised here as the same builtin (or already
-    loaded) exception class when possible, else as :class:`RemoteError`; its traceback text is attached.
-    """
-
-    def __init__(self, channel: Channel, name: str, pid: int | None = None) -> None:
-        self._channel = channel
-        self.__name__ = self.__qualname__ = name
-        self._pid = pid
-        self._gone: str | None = None
-
-    def _exit_text(self) -> str:
-        """How the program's process ended, when this judge is its parent (waits up to 2 s)."""
-        if self._pid is None:
+    def text() -> str:
+        if box[0] is None:
             return ""
         for _ in range(200):
             try:
-                pid, status = os.waitpid(self._pid, os.WNOHANG)
+                done, status = _waitpid(box[0], os.WNOHANG)
             except ChildProcessError:
                 return ""
-            if pid:
-                self._pid = None
+            if done:
+                box[0] = None
                 return f" (it {describe_exit(os.waitstatus_to_exitcode(status))})"
-            time.sleep(0.01)
+            _sleep(0.01)
         return " (it is still running)"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._gone is not None:
-            raise ProgramGone(self._gone)
-        try:
-            request = pickle.dumps(("call", args, kwargs, _rng_states()), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # noqa: BLE001 - an argument that cannot travel (a lambda, a mock)
-            raise RemoteError(f"argument cannot be sent to the program process: {exc}") from None
-        try:
-            self._channel.send(request)
-            kind, value, states, text = safe_loads(self._channel.recv())
-        except (ProgramGone, OSError) as exc:
-            text = f"{exc}{self._exit_text()}"
-            self._gone = f"the program process ended during an earlier call: {text}"
-            raise ProgramGone(text) from None
-        if isinstance(states, dict):
-            _set_rng_states(states)
-        if kind == "ok":
-            return safe_loads(value)
-        raise _rebuild_exception(value, text)
+    return text
 
 
-def _rebuild_exception(value: Any, text: str) -> BaseException:
-    module, qualname, args = value if isinstance(value, tuple) and len(value) == 3 else ("", "", ())
-    cls: Any = None
-    if module == "builtins":
-        cls = getattr(builtins, str(qualname), None)
-    elif module in sys.modules and "." not in str(qualname):
-        cls = getattr(sys.modules[module], str(qualname), None)
-    exc: BaseException
-    if isinstance(cls, type) and issubclass(cls, Exception):
-        try:
-            exc = cls(*args)
-        except Exception:  # noqa: BLE001 - a constructor with other arguments
-            exc = RemoteError(f"{module}.{qualname}: {args}")
-    elif isinstance(cls, type) and issubclass(cls, BaseException):  # SystemExit, KeyboardInterrupt: not the judge's
-        exc = RemoteError(f"the program raised {qualname}{tuple(args)!r}")
-    else:
-        exc = RemoteError(f"{module}.{qualname}: {', '.join(map(str, args))}")
-    # The judge's test runner splices this after the test's own frames, so the traceback reads
-    # as if the program had run in the test's process (as in the reference).
-    exc.ccw_remote_traceback = text  # type: ignore[attr-defined]
-    exc.__suppress_context__ = True
-    return exc
+_MAX_NAMES = 10_000
+_waitpid, _sleep = os.waitpid, time.sleep  # bound once: tests patch time.sleep
 
 
-def serve_program(channel: Channel, program: str, module_name: str, entry_point: str) -> None:
-    """The program side: exec ``program`` as module ``module_name``, then answer calls until the channel closes.
+def serve_program(channel: Channel) -> None:
+    """The program side: receive ``["init", program, module_name, entry_point]``, exec the program as that module,
+    then answer the judge's requests until the channel closes.
 
-    A module-level failure is sent as the first message ``("crash", traceback)``; a program that does not
-    define ``entry_point`` gets ``("missing",)``; otherwise ``("ready",)``.
-    Each call answers ``(kind, value, rng_states, traceback_text)`` with ``kind`` ``ok`` or ``exc``.
+    The first answer is ``["crash", traceback]`` (the module failed), ``["missing"]`` (no entry point),
+    or ``["ready", {name: module name or None}]`` for the module's globals.
     """
     import linecache
 
+    message = loads(channel.recv())
+    if not (isinstance(message, list) and len(message) == 5 and all(isinstance(p, str) for p in message[1:4])):
+        return
+    _, program, module_name, entry_point, test_imports = message
     filename = f"{module_name}.py"
     if not program.endswith("\n"):  # as in one module with the tests after it (traceback carets depend on it)
         program += "\n"
@@ -361,35 +214,230 @@ def serve_program(channel: Channel, program: str, module_name: str, entry_point:
         exec(compile(program, filename, "exec"), module.__dict__)
     except BaseException as exc:  # noqa: BLE001
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-        channel.send(pickle.dumps(("crash", "".join(traceback.format_exception(type(exc), exc, tb)))))
+        channel.send(dumps(["crash", _clip("".join(traceback.format_exception(type(exc), exc, tb)))]))
         return
     if entry_point not in module.__dict__:  # the tests then meet a NameError, as in one module
-        channel.send(pickle.dumps(("missing",)))
+        channel.send(dumps(["missing"]))
         return
-    func = module.__dict__[entry_point]
-    channel.send(pickle.dumps(("ready",)))
-    while True:
+    names = {name: (value.__name__ if isinstance(value, types.ModuleType) else None)
+             for name, value in list(module.__dict__.items())[:_MAX_NAMES] if not name.startswith("__")}
+    _bind_imports(module, test_imports, _test_names(program)[0])
+    rng, patches = _RngSync(), PatchApplier()
+
+    def sync_in(state: Any) -> None:
+        if isinstance(state, dict):
+            rng.apply(state.get("rng"))
+            if "patches" in state:
+                patches.apply(state["patches"])
+
+    peer = Peer(channel, strict=False, claim=class_policy(False), exceptions=exception_policy(False),
+                sync_out=lambda: {"rng": rng.out()}, sync_in=sync_in)
+    peer.export(module)  # handle 1: the judge reads the names its tests use from it
+    peer.export(_loaded_module)  # handle 2: the judge's pyplot asks for the program's (see _share_pyplot)
+    channel.send(dumps(["ready", {k: v for k, v in names.items() if v is None or isinstance(v, str)}]))
+    peer.serve_forever()
+
+
+def _top_level_imports(source: str) -> list[list]:
+    """The module-level imports of ``source``: ``[bound name, module, attribute or None]`` each."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    out: list[list] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    out.append([alias.asname, alias.name, None])
+                else:
+                    root = alias.name.split(".")[0]
+                    out.append([root, alias.name, ""])  # "": bind the top package after importing the dotted name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.extend([alias.asname or alias.name, node.module, alias.name] for alias in node.names if alias.name != "*")
+    return out
+
+
+def _bind_imports(module: types.ModuleType, imports: Any, used: set[str]) -> None:
+    """Bind in the program's module the tests' module-level imports: in one module (the reference's way) the
+    program's functions see them, over its own names (a test's ``from datetime import datetime`` replaces
+    the program's ``import datetime``). Only the names the program's source reads (``used``) are bound:
+    importing the rest would cost time and change nothing."""
+    if not isinstance(imports, list):
+        return
+    for item in imports:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str)):
+            continue
+        name, target, attr = item
+        if name not in used:
+            continue
         try:
-            request = channel.recv()
-        except ProgramGone:
-            return
-        _kind, args, kwargs, states = pickle.loads(request)
-        _set_rng_states(states)
-        try:
-            value = func(*args, **kwargs)
-            answer = ("ok", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), _rng_states(), "")
-        except BaseException as exc:  # noqa: BLE001 - SystemExit included: it is the program's failure
-            tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+            imported = importlib.import_module(target)
+            if attr == "":
+                imported = sys.modules[target.split(".")[0]]
+            elif isinstance(attr, str):
+                imported = getattr(imported, attr)
+            module.__dict__[name] = imported
+        except Exception:  # noqa: BLE001 - the tests' own import fails there too, or names a submodule
+            continue
+
+
+def _warning_recorder(exceptions: Callable[[str, str], type | None]) -> Callable[..., None]:
+    """The judge's end of the program's warnings while a test records them: rebuilt as the nearest
+    warning class the judge may rebuild (else ``UserWarning``) and handed to the test's recorder."""
+    import warnings
+
+    def record(text: Any, chain: Any, filename: Any, lineno: Any) -> None:
+        category: type = UserWarning
+        for item in chain if isinstance(chain, list) else ():
+            found = exceptions(*item) if isinstance(item, list) and len(item) == 2 and all(
+                isinstance(p, str) for p in item) else None
+            if found is not None and issubclass(found, Warning):
+                category = found
+                break
+        message = warnings.WarningMessage(category(str(text)), category, str(filename), lineno if type(lineno) is int else 0)
+        warnings._showwarnmsg_impl(message)  # noqa: SLF001 - the test's catch_warnings(record=True) put its recorder there
+
+    return record
+
+
+def _loaded_module(name: str) -> types.ModuleType | None:
+    """Program side (handle 2): a module the program's process has loaded, or None."""
+    return sys.modules.get(name) if isinstance(name, str) else None
+
+
+#: pyplot's global state (current figure and axes, open figures) lives where the program plots.
+_PYPLOT_STATE = ("gca", "gcf", "gci", "sca", "figure", "subplots", "subplot", "clf", "cla", "get_fignums",
+                 "get_figlabels", "fignum_exists", "savefig", "show", "draw")
+
+
+def _share_pyplot(peer: Peer) -> None:
+    """Make the judge's ``matplotlib.pyplot`` state functions act on the program's pyplot (where it has one):
+    a test's ``plt.gca()``, ``plt.gcf().axes`` or ``plt.close()`` sees the figures the program drew, as in
+    one process. ``close`` closes the judge's own figures too."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    box: list = []
+
+    def program_pyplot() -> Any:
+        if not box:
             try:
-                text = _clip("".join(traceback.format_exception(type(exc), exc, tb)))
-                args_out = tuple(_clip(a) if isinstance(a, str) else a
-                                 for a in exc.args if isinstance(a, (str, int, float, bool, type(None))))
-            except Exception:  # noqa: BLE001 - a hostile exception whose str() or args fail
-                text, args_out = f"{type(exc).__qualname__} (its text could not be formatted)", ()
-            answer = ("exc", (type(exc).__module__, type(exc).__qualname__, args_out), _rng_states(), text)
+                box.append(peer.request("call", 2, [["matplotlib.pyplot"], {}]))
+            except Exception:  # noqa: BLE001 - the program process is gone: the judge's own pyplot answers
+                return None
+        return box[0]
+
+    def forwarding(name: str, original: Callable) -> Callable:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            remote = program_pyplot()
+            return original(*args, **kwargs) if remote is None else getattr(remote, name)(*args, **kwargs)
+
+        forward.__name__ = forward.__qualname__ = name
+        forward.__doc__ = original.__doc__
+        return forward
+
+    for name in _PYPLOT_STATE:
+        original = getattr(plt, name, None)
+        if callable(original):
+            setattr(plt, name, forwarding(name, original))
+    judge_close = plt.close
+
+    def close(fig: Any = None) -> None:
+        remote = program_pyplot()
+        if remote is not None and (fig is None or isinstance(fig, (str, int)) or isinstance(fig, StandIn)):
+            remote.close(fig)
+        if not isinstance(fig, StandIn):
+            judge_close(fig)
+
+    close.__doc__ = judge_close.__doc__
+    plt.close = close
+
+
+def _test_names(source: str) -> tuple[set[str], set[str]]:
+    """The names ``source`` reads (also in dotted strings: patch targets), and the top-level modules it imports."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set(), set()
+    read, roots = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            read.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
+            read.update(part for part in node.value.split(".") if part.isidentifier())  # patch('__test__.helper')
+        elif isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            roots.add(node.module.split(".")[0])
+    return read, roots
+
+
+def connect_program(channel: Channel, pid: int | None, program: str, module_name: str, entry_point: str,
+                    judge_module_source: str) -> tuple[str | None, dict[str, Any]]:
+    """The judge side: start the program in its process and get what the tests read from it.
+
+    Returns ``(crash traceback, {})`` when the program's module failed, else ``(None, names)``: the
+    program's globals that ``judge_module_source`` reads (the entry point among them unless it is
+    missing), each a :class:`~.standin.StandIn`, a copy of its data, or the judge's own import of the
+    same module. Installs the :class:`~.mocks.PatchTracker` that carries the tests' patches to the program.
+    """
+    channel.send(dumps(["init", program, module_name, entry_point, _top_level_imports(judge_module_source)]))
+    try:
+        first = loads(channel.recv())
+    except (ProgramGone, OSError, CodecError) as exc:
+        return f"The program process ended before it was ready ({exc}{_exit_text(pid)()}).", {}
+    if not isinstance(first, list) or not first or first[0] not in ("crash", "missing", "ready"):
+        return "The program process sent a malformed first message.", {}
+    if first[0] == "crash":
+        return str(first[1]) if len(first) > 1 else "The program crashed.", {}
+    if first[0] == "missing":  # the tests run without it and fail with NameError, as in one module
+        return None, {}
+    names = first[1] if len(first) > 1 and isinstance(first[1], dict) else {}
+    read, roots = _test_names(judge_module_source)
+    exceptions = exception_policy(True, roots | {"builtins"})
+    tracker = PatchTracker(module_name, _warning_recorder(exceptions))
+    if "mock" in judge_module_source:  # only then can the tests patch (importing unittest.mock costs ~10 ms)
+        tracker.install()
+    rng = _RngSync()
+    sent: list = [None]
+
+    def sync_out() -> dict[str, Any]:
+        state: dict[str, Any] = {"rng": rng.out()}
+        patches = tracker.state(module_name)
+        if not same_state(sent[0], patches):
+            sent[0] = state["patches"] = patches
+        return state
+
+    def sync_in(state: Any) -> None:
+        if isinstance(state, dict):
+            rng.apply(state.get("rng"))
+
+    peer = Peer(channel, strict=True, claim=class_policy(True, module_name),
+                exceptions=exceptions, sync_out=sync_out, sync_in=sync_in,
+                on_gone=_exit_text(pid))
+    if "matplotlib" in roots:  # the tests import it anyway: now, so that its state can be shared first
         try:
-            data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # noqa: BLE001 - the return value cannot be pickled (a generator, a lock)
-            data = pickle.dumps(("exc", ("builtins", "TypeError", (f"the return value cannot be sent to the judge: {exc}",)),
-                                 _rng_states(), ""))
-        channel.send(data)
+            importlib.import_module("matplotlib.pyplot")
+        except Exception:  # noqa: BLE001 - the tests meet the same failure themselves
+            pass
+    _share_pyplot(peer)
+    provided: dict[str, Any] = {}
+    for name in sorted((read | {entry_point}) & set(names)):
+        if name in dir(builtins) and name != entry_point:
+            continue
+        module_of = names[name]
+        if isinstance(module_of, str):  # a module the program imported: the judge's own copy
+            if module_of.split(".")[0] in roots or module_of in sys.modules:
+                try:
+                    provided[name] = importlib.import_module(module_of)
+                except Exception:  # noqa: BLE001 - left unbound: the test meets a NameError
+                    pass
+            continue
+        try:
+            provided[name] = peer.request("getattr", 1, name)
+        except ProgramGone:
+            break
+        except Exception:  # noqa: BLE001 - left unbound
+            continue
+    return None, provided

@@ -120,7 +120,7 @@ class LocalExecutor(Executor):
             crash=result.crash,
             limits_hit=result.limits_hit,
             wall_time_s=time.monotonic() - started,
-            details={"backend": "local", "confinement": {"level": "process"}},  # the keys the other executors report
+            details={"backend": "local", "confinement": {"level": "process"}, "judge": "inprocess", "forgeable": True},  # the keys the other executors report
         )
 
     def _execute(self, task: Task, program: str, workdir: str) -> tuple[list[dict], str | None, str]:

@@ -151,11 +151,14 @@ class SandboxExecutor(Executor):
     Each slot is a long-lived worker process that confines itself (see
     :class:`~.confine.Level`; the level achieved is in every result's ``details["confinement"]``)
     and has imported the libraries of its import profile; each run is a child forked from the
-    smallest one that holds what the task imports (``details["worker_group"]``). A task is judged
-    in ``split`` mode (tests in a trusted judge process, the program in another) when its
-    canonical solution passes that way, else ``inprocess``; the choice and the calibrated time
-    limit are kept in ``profiles``. Identical (tests, program, runtime) runs are answered from
-    ``cache``.
+    smallest one that holds what the task imports (``details["worker_group"]``). Tasks are judged in
+    ``split`` mode (tests in a trusted judge process, the program in another; values cross as data
+    or stand-ins, the tests' mocks stay in the judge). ``inprocess`` judging (program and tests in
+    one process, where a program can forge its verdict) happens only on request: ``judge="inprocess"``,
+    or ``allow_forgeable=True``, which judges in-process a task whose canonical solution fails
+    split but passes that way. Every result says how it was judged: ``details["judge"]`` and
+    ``details["forgeable"]``. The calibrated mode and time limit are kept in ``profiles``.
+    Identical (tests, program, runtime) runs are answered from ``cache``.
 
     Args:
         limits: limits for tasks without a calibrated profile (and when ``calibrate`` is False).
@@ -163,7 +166,10 @@ class SandboxExecutor(Executor):
         settings: sandbox sizes and rlimits.
         require: fail closed: raise :class:`~convcodeworld_gym.errors.ExecutorError` unless every worker
             reaches this :class:`~.confine.Level` (``"full"``, ``"namespaces"``, ``"uid"`` or ``"process"``).
-        judge: ``"auto"`` (per task, calibrated), ``"split"`` or ``"inprocess"`` for every task.
+        judge: ``"auto"`` (per task, calibrated), ``"split"`` or ``"inprocess"`` (forgeable) for every task.
+        allow_forgeable: with ``judge="auto"``, judge in-process a task whose canonical solution fails
+            under the split judge but passes in-process (its results carry ``forgeable``); default off:
+            such a task stays split (its profile says the canonical solution fails).
         calibrate: measure each task's canonical solution once to set its mode and time limit.
         time_policy: floor / factor / cap of calibrated time limits.
         profiles: where profiles live (default: in memory).
@@ -199,6 +205,7 @@ class SandboxExecutor(Executor):
         settings: SandboxSettings | None = None,
         require: Level | str | None = None,
         judge: str = "auto",
+        allow_forgeable: bool = False,
         calibrate: bool = True,
         time_policy: TimePolicy | None = None,
         profiles: ProfileStore | None = None,
@@ -215,6 +222,7 @@ class SandboxExecutor(Executor):
         self.settings = settings or SandboxSettings()
         self.require = Level(require) if require is not None else None
         self.judge = judge
+        self.allow_forgeable = allow_forgeable
         self.calibrate = calibrate
         self.time_policy = time_policy or TimePolicy(cap_s=max(TimePolicy().floor_s, self.limits.suite_timeout_s))
         self.profiles = profiles if profiles is not None else ProfileStore()
@@ -317,6 +325,8 @@ class SandboxExecutor(Executor):
         elif self.calibrate:
             profile = self.profile(task)
             mode, limits = profile.mode, self._limits_for(profile)
+            if mode is Mode.INPROCESS and not self.allow_forgeable:  # a profile stored before, or by an executor that allowed it
+                mode = Mode.SPLIT
         else:
             mode, limits, profile = static_mode(task.test) or Mode.SPLIT, self.limits, None
         return self._run_mode(task, program, mode, limits, profile)
@@ -338,14 +348,14 @@ class SandboxExecutor(Executor):
         cap = self.time_policy.limits_for(None, self.limits)
         first = static_mode(task.test) or Mode.SPLIT
         tried = []
-        for mode in dict.fromkeys((first, Mode.INPROCESS)):
+        for mode in dict.fromkeys((first, Mode.INPROCESS) if self.allow_forgeable else (first,)):
             result = self._execute(task, task.ground_truth, mode, cap)
             if result.passed:
                 profile = TaskProfile(mode, round(result.details.get("run_s") or result.wall_time_s, 4), True,
                                       "" if mode is first else f"canonical failed in {first.value} mode")
                 return profile, replace(result, details={**result.details, "profile": profile.to_json()})
             tried.append(f"{mode.value}: {_why(result)}")
-        return TaskProfile(Mode.INPROCESS, None, False, "canonical solution fails: " + "; ".join(tried)), None
+        return TaskProfile(first, None, False, "canonical solution fails: " + "; ".join(tried)), None
 
     def _cache_key(self, task: Task, program: str, mode: Mode, limits: Limits) -> str | None:
         if self.cache is None:
@@ -461,8 +471,8 @@ class SandboxExecutor(Executor):
             self._ensure(worker)
             details: dict[str, Any] = {"backend": self._launcher.backend, **self._launcher.details(),
                                        "confinement": {**worker.confinement, "network": network},
-                                       "uid": worker.confinement.get("uid"), "judge": mode.value, "worker": worker.slot,
-                                       "worker_group": group.name}
+                                       "uid": worker.confinement.get("uid"), "judge": mode.value,
+                                       "forgeable": mode is Mode.INPROCESS, "worker": worker.slot, "worker_group": group.name}
             try:
                 reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)
             except WorkerDied as exc:

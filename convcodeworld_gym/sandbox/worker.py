@@ -39,7 +39,6 @@ import functools
 import importlib
 import json
 import os
-import pickle
 import resource
 import select
 import shutil
@@ -57,7 +56,7 @@ from ._runner import emit, run_suite
 from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
-from .judge import Channel, Mode, ProgramGone, ProgramProxy, safe_loads, serve_program
+from .judge import Channel, Mode, connect_program, serve_program
 from .local import child_env, collect_events, describe_exit
 
 __all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
@@ -325,17 +324,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         _refuse(result_fd, f"this run was prepared with network {network!r}; not run.")
     if job["mode"] == Mode.SPLIT.value:
         pid, channel = program_process or _fork_program_process(workdir, (result_fd,))
-        channel.send(pickle.dumps((job["program"], module, entry)))
-        try:
-            first = safe_loads(channel.recv())
-        except Exception as exc:  # noqa: BLE001
-            first = ("crash", f"The program process ended before it was ready ({exc}).")
-        if first[0] == "crash":
-            emit(result_fd, {"e": "crash", "tb": str(first[1])})
+        source = judge_source(job["program"], job["prelude"], job["test"])
+        crash, provided = connect_program(channel, pid, job["program"], module, entry, source)
+        if crash is not None:
+            emit(result_fd, {"e": "crash", "tb": crash})
             os._exit(0)
-        # No entry point: the tests run without one and fail with NameError, as program and tests in one module do.
-        provided = {} if first[0] == "missing" else {entry: ProgramProxy(channel, entry, pid)}
-        run_suite(result_fd, judge_source(job["program"], job["prelude"], job["test"]), module, test_class, provided)
+        run_suite(result_fd, source, module, test_class, provided)
     else:
         if program_process is not None:
             pid, channel = program_process
@@ -368,13 +362,11 @@ def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Ch
     if pid == 0:
         for fd in (*close, to_prog_w, to_judge_r):
             os.close(fd)
-        channel = Channel(to_prog_r, to_judge_w)
-        try:
-            program, module, entry = pickle.loads(channel.recv())
-        except ProgramGone:
-            os._exit(0)
         sys.path.insert(0, workdir)
-        serve_program(channel, program, module, entry)
+        try:
+            serve_program(Channel(to_prog_r, to_judge_w))
+        except Exception:  # noqa: BLE001 - the judge closed the channel (a discarded spare) or sent nothing usable
+            pass
         os._exit(0)
     os.close(to_prog_r)
     os.close(to_judge_w)
