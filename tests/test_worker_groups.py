@@ -23,7 +23,7 @@ class TestCases(unittest.TestCase):
 
 def _task(name: str, header: str, expected: list[str]) -> Task:
     return Task(f"groups/{name}", "Which heavy libraries are loaded?", header + "def task_func():\n", "task_func",
-                "    import sys\n    return [m for m in ('numpy', 'pandas', 'matplotlib') if m in sys.modules]\n",
+                "    import sys\n    return [m for m in ('numpy', 'pandas', 'matp' + 'lotlib') if m in sys.modules]\n",
                 _TEST.format(expected=expected))
 
 
@@ -68,3 +68,28 @@ def test_results_carry_the_stages_of_their_run(humaneval):
         assert {"fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "tests_s", "previous_teardown_s"} <= set(stages)
         assert all(0 <= v < 30 for v in stages.values()), stages
     assert first.details["stages"]["previous_teardown_s"] == 0 < second.details["stages"]["previous_teardown_s"]
+
+
+_SAME_TEST = """import unittest
+class TestCases(unittest.TestCase):
+    def test_value(self):
+        self.assertEqual(task_func(), 2.0)
+    def test_type(self):
+        self.assertTrue(str(type(task_func())).endswith({suffix!r}))
+"""
+
+
+def test_a_program_that_imports_more_than_its_task_gets_a_judge_that_reads_its_values():
+    """Verdicts do not depend on the worker a run forks from: the judge must hold the classes of the values."""
+    numbers = Task("groups/number", "", "def task_func():\n", "task_func", "    return 2.0\n",
+                   _SAME_TEST.format(suffix="float64'>"))
+    numpy_program = "def task_func():\n    import numpy as np\n    return np.float64(2.0)\n"
+    plot_test = ("import unittest\nclass TestCases(unittest.TestCase):\n    def test_axes(self):\n"
+                 "        self.assertTrue(str(type(task_func())).endswith(\"matplotlib.axes._axes.Axes'>\"))\n")
+    plots = Task("groups/pandas-plot", "", "import pandas as pd\ndef task_func():\n", "task_func",
+                 "    return pd.DataFrame({'a': [1, 2]}).plot(y='a')\n", plot_test)
+    with SandboxExecutor(workers=1, cache=False) as ex:
+        by_numpy = ex.run(numbers, numpy_program)
+        by_pandas = ex.run(plots, plots.ground_truth)  # pandas imports matplotlib on first use
+    assert by_numpy.passed and by_numpy.details["worker_group"] == "numpy"
+    assert by_pandas.passed and by_pandas.details["worker_group"] == "pandas+matplotlib"

@@ -19,14 +19,14 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from ..errors import ExecutorError
-from ..tasks import TEST_CLASS, Task
+from ..tasks import TEST_CLASS, Task, imported_modules, third_party
 from .cache import ResultCache, result_key
 from .confine import Level, SandboxSettings
 from .executor import Executor, Limits
 from .judge import Mode, static_mode, suspicious_constructs
 from .launch import Launcher, LocalLauncher, WorkerProcess
 from .local import MODULE_NAME, assemble
-from .profile import IMPORT_PROFILES, ProfileStore, TaskProfile, TimePolicy, import_profile, profile_key
+from .profile import IMPORT_PROFILES, ProfileStore, TaskProfile, TimePolicy, import_profile, profile_for, profile_key
 from .result import ExecutionResult
 from .needs import Lacking, RuntimeProbe
 from .runtime import HEAVY_MODULES, installed_preload, network_policy, runtime_fingerprint
@@ -272,14 +272,22 @@ class SandboxExecutor(Executor):
         finally:
             group.idle.put(worker)
 
-    def group_of(self, task: Task) -> str:
-        """The worker group a run of ``task`` forks from: its import profile (stored with its profile when
-        calibrated, else read from its imports), or ``"all"`` when the executor was given ``preload``."""
+    def group_of(self, task: Task, program: str = "") -> str:
+        """The worker group a run of ``program`` for ``task`` forks from, or ``"all"`` when the executor was given
+        ``preload``: the task's import profile (kept with its profile), widened to cover what the program itself
+        imports (a program that returns numpy values for a standard-library task forks from the numpy worker,
+        whose judge can read them, as with one worker that holds everything)."""
         if not self.by_profile:
             return _ALL
         key = profile_key(task, self._fingerprint) if self._fingerprint is not None else None
         known = self.profiles.get(key) if key is not None else None
-        return (known.imports if known is not None and known.imports else None) or import_profile(task)
+        base = (known.imports if known is not None and known.imports else None) or import_profile(task)
+        if base == "own":
+            return base
+        extra = third_party(imported_modules(program))
+        if not extra and not ("plot" in program or "hist" in program):
+            return base
+        return profile_for({*IMPORT_PROFILES[base], *extra}, program)
 
     def runtime_probe(self) -> RuntimeProbe | None:
         """Asks the workers' interpreter what it lacks (None for workers in a container)."""
@@ -423,10 +431,10 @@ class SandboxExecutor(Executor):
         except queue.Empty:
             return self._new_slot(group) or group.idle.get()
 
-    def _take(self, task: Task) -> tuple[_Group, _Worker]:
+    def _take(self, task: Task, program: str) -> tuple[_Group, _Worker]:
         self._running.acquire()
         try:
-            group = self._group(self.group_of(task))
+            group = self._group(self.group_of(task, program))
             return group, self._take_from(group)
         except BaseException:
             self._running.release()
@@ -466,7 +474,7 @@ class SandboxExecutor(Executor):
             "preload": sorted(m for m in task.third_party_modules if m not in lacking.modules),
             "network": network,
         }
-        group, worker = self._take(task)
+        group, worker = self._take(task, program)
         try:
             self._ensure(worker)
             details: dict[str, Any] = {"backend": self._launcher.backend, **self._launcher.details(),

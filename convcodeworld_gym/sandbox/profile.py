@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from ..tasks import Task
 from .executor import Limits
 from .judge import Mode
 
-__all__ = ["TimePolicy", "TaskProfile", "ProfileStore", "profile_key", "task_digest", "import_profile", "IMPORT_PROFILES"]
+__all__ = ["TimePolicy", "TaskProfile", "ProfileStore", "profile_key", "task_digest", "import_profile", "profile_for",
+           "IMPORT_PROFILES"]
 
 #: Import profiles, smallest first: the library sets a warm process holds (``own``: the task's own set).
 IMPORT_PROFILES: dict[str, tuple[str, ...]] = {
@@ -38,19 +40,33 @@ IMPORT_PROFILES: dict[str, tuple[str, ...]] = {
 }
 
 
+def profile_for(modules: Iterable[str], source: str = "") -> str:
+    """The smallest import profile whose libraries cover ``modules`` (top-level names of non-standard
+    libraries), else ``"own"``. pandas draws with matplotlib, imported on first use: where ``source`` may
+    plot (it says ``plot`` or ``hist``), a pandas profile becomes ``pandas+matplotlib``, so that the judge
+    holds the classes the program's values have, as a worker that preloads everything does.
+
+    >>> profile_for(["numpy"]), profile_for(["pandas"], "df.plot(x='a')"), profile_for(["scipy"])
+    ('numpy', 'pandas+matplotlib', 'own')
+    """
+    needed = {m.split(".")[0] for m in modules}
+    if "pandas" in needed and ("plot" in source or "hist" in source):
+        needed.add("matplotlib")
+    for name, libraries in IMPORT_PROFILES.items():
+        if needed <= {m.split(".")[0] for m in libraries}:
+            return name
+    return "own"
+
+
 def import_profile(task: Task) -> str:
-    """The smallest import profile whose libraries cover what ``task`` imports, else ``"own"``.
+    """The smallest import profile whose libraries cover what ``task`` imports (:func:`profile_for`).
 
     >>> from convcodeworld_gym.tasks import Task
     >>> t = Task("d/0", "", "import pandas as pd\\ndef f():\\n", "f", "    pass\\n", "import unittest\\n")
     >>> import_profile(t), import_profile(Task("d/1", "", "def f():\\n", "f", "    pass\\n", ""))
     ('pandas', 'stdlib')
     """
-    needed = set(task.third_party_modules)
-    for name, modules in IMPORT_PROFILES.items():
-        if needed <= {m.split(".")[0] for m in modules}:
-            return name
-    return "own"
+    return profile_for(task.third_party_modules, task.ground_truth + task.test)
 
 
 @dataclass(frozen=True)
