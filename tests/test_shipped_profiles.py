@@ -14,7 +14,7 @@ import pytest
 from convcodeworld_gym.cli import main
 from convcodeworld_gym.errors import ConvCodeWorldError
 from convcodeworld_gym.sandbox import SandboxExecutor
-from convcodeworld_gym.sandbox.profile import TaskProfile, task_digest
+from convcodeworld_gym.sandbox.profile import TaskProfile, import_profile, task_digest
 from convcodeworld_gym.sandbox.judge import Mode
 from convcodeworld_gym.sandbox.shipped import PROFILES_DIR, ShippedProfiles, shipped_profiles, tasks_hash, write_profiles
 from convcodeworld_gym.tasks import Task
@@ -90,3 +90,12 @@ def test_selfcheck_writes_profiles(tmp_path, humaneval, capsys):
     data = json.loads(path.read_text())
     assert sorted(data["tasks"]) == ["HumanEval/0", "HumanEval/1"] and data["tasks_total"] == len(humaneval)
     assert data["tasks"]["HumanEval/0"]["mode"] == "split" and data["tasks"]["HumanEval/0"]["canonical_s"] > 0
+
+
+def test_the_shipped_bigcodebench_file_matches_the_dataset(bigcodebench):
+    data = json.loads((PROFILES_DIR / "bigcodebench-v0.1.0_hf.json").read_text())
+    assert data["tasks_hash"] == tasks_hash(bigcodebench) and data["tasks_total"] == len(bigcodebench)
+    found = [shipped_profiles().lookup(t) for t in bigcodebench]
+    assert sum(p is not None for p in found) == len(data["tasks"]) > 1000  # every shipped task is still the same
+    assert {p.mode for p in found if p is not None} == {Mode.SPLIT}  # made without allow_forgeable
+    assert all(p.imports == import_profile(t) for t, p in zip(bigcodebench, found) if p is not None)
