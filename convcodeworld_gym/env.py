@@ -321,6 +321,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             # What the runtime lacks of this task's needs (a task asked for by id; default sets leave such tasks out).
             "missing_modules": list(lacking.modules),
             "missing_data": list(lacking.data),
+            # How the task was calibrated: mode, canonical time, and a note when its canonical run failed once or for good.
+            "profile": dict(result.details.get("profile") or {}),
             "feedback_shown": {
                 "compilation": True,
                 "execution": self.config.execution if ef is not None else None,

@@ -348,7 +348,7 @@ def inprocess_sandbox():
 @pytest.mark.parametrize("program", [PATCH_UNITTEST, FRAME_WALK, FORGE_CHANNEL],
                          ids=["patch_unittest", "frame_walk", "forge_channel"])
 def test_forging_in_process_mode_is_refused(inprocess_sandbox, program):
-    result = assert_rejected(inprocess_sandbox, program, "JudgeRefused", "AssertionError", task=MOCKED)
+    result = assert_rejected(inprocess_sandbox, program, "JudgeRefused", "AssertionError", "ProtocolViolation", task=MOCKED)
     assert result.details["judge"] == "inprocess"
 
 

@@ -14,6 +14,7 @@ Holds:
     enter_worker_namespaces  new mount/net/ipc/uts namespaces, read-only root, private tmpfs /tmp
     RunNamespaces         per run: fork a child that is pid 1 of a new PID namespace
     enter_run_mounts      per run, in that child: a new mount namespace, fresh tmpfs /tmp and /dev/shm
+    enter_run_network_and_ipc  per run, in that child: new network (loopback only) and IPC namespaces
     mount_tmpfs_keeping   a fresh tmpfs that keeps given paths beneath it visible, read-only (a venv under /tmp)
     mount_run_proc        per run, in its pid 1: a /proc of the run's own processes
     bring_up_loopback     a loopback-only network
@@ -44,6 +45,7 @@ __all__ = [
     "enter_worker_namespaces",
     "RunNamespaces",
     "enter_run_mounts",
+    "enter_run_network_and_ipc",
     "mount_tmpfs_keeping",
     "bring_up_loopback",
     "mount_run_proc",
@@ -119,8 +121,8 @@ class Level(str, enum.Enum):
 
     * ``process``: own process group, scrubbed environment, private work dir, time limits.
     * ``uid``: also a distinct non-root uid per worker slot and rlimits (address space, file size, processes).
-    * ``namespaces``: also no network (empty net namespace), own PID namespace per run, read-only view of
-      the file system except a private size-limited tmpfs work dir, own IPC/UTS namespaces.
+    * ``namespaces``: also no network (empty net namespace), own PID, network and IPC namespaces per run,
+      read-only view of the file system except a private size-limited tmpfs work dir, own UTS namespace.
     * ``full``: also a seccomp filter (no sockets but ``AF_UNIX``, no ``kill(-1)``, no ptrace, mount,
       unshare, ...; :mod:`.seccomp`) and a Landlock domain (read only the interpreter and system dirs, write
       only the run's tmpfs, no TCP, signals scoped; :mod:`.landlock`).
@@ -304,6 +306,17 @@ def enter_run_mounts(settings: SandboxSettings, keep: Iterable[str] = ()) -> Non
                         paths_beneath(SANDBOX_ROOT, keep))
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=64m,nr_inodes=1000")
+
+
+def enter_run_network_and_ipc() -> None:
+    """In a run's pid 1 (as root): new network and IPC namespaces, with the loopback up.
+
+    Whatever a run leaves in them (listening and TIME_WAIT sockets, abstract unix sockets, SysV shared
+    memory, semaphores and message queues, POSIX message queues) dies with the run's last process, so no
+    run meets what an earlier one left. Made in the spare, before its job, off the run's critical path.
+    """
+    _check(libc().unshare(_CLONE_NEWNET | _CLONE_NEWIPC), "unshare(CLONE_NEWNET | CLONE_NEWIPC)")
+    bring_up_loopback()
 
 
 def mount_run_proc() -> None:

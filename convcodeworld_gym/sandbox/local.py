@@ -8,7 +8,9 @@ after it are ``NOT_RUN``.
 Holds:
     LocalExecutor   subprocess-per-execution backend
     child_env       the scrubbed environment a child gets
-    collect_events  read a run's event stream under its time and output limits (shared with sandbox workers)
+    new_token       a fresh secret that seals one run's event lines
+    collect_events  read a run's event stream under its time and output limits (shared with sandbox workers);
+                    the first line that is not a sealed, well-formed runner event fails the run
     assemble        turn an event stream into an ExecutionResult (unreported tests never pass)
     describe_exit   a process's exit status in words
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -38,7 +41,8 @@ from .result import ExecutionResult, Outcome, TestResult
 if TYPE_CHECKING:
     from .needs import RuntimeProbe
 
-__all__ = ["LocalExecutor", "child_env", "collect_events", "assemble", "describe_exit", "MODULE_NAME", "MAX_EVENT_BYTES"]
+__all__ = ["LocalExecutor", "child_env", "new_token", "collect_events", "assemble", "describe_exit", "MODULE_NAME",
+           "MAX_EVENT_BYTES", "PROTOCOL_VIOLATION"]
 
 #: Module (and file) name the program runs as; tracebacks name ``__test__.py``, as in the reference.
 MODULE_NAME = "__test__"
@@ -48,6 +52,12 @@ _POLL_S = 0.25
 MAX_EVENT_BYTES = 8 << 20
 #: Longest traceback text kept per test; the middle of a longer one is cut.
 MAX_TRACEBACK_CHARS = 20_000
+#: The stop reason of a run whose result channel carried a line that is not a sealed runner event.
+PROTOCOL_VIOLATION = "protocol_violation"
+_TOKEN_BYTES = 16
+#: The events the runner writes, each with exactly these string fields (``outcome``: what a test can report).
+_EVENT_FIELDS = {"start": ("name",), "end": ("name", "outcome", "tb"), "crash": ("tb",), "done": ()}
+_RUNNER_OUTCOMES = frozenset({"passed", "skipped", "failed", "error"})
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 
@@ -124,7 +134,9 @@ class LocalExecutor(Executor):
         )
 
     def _execute(self, task: Task, program: str, workdir: str) -> tuple[list[dict], str | None, str]:
-        job = json.dumps({"program": program, "test": task.test, "test_class": TEST_CLASS, "module": MODULE_NAME})
+        token = new_token()
+        job = json.dumps({"program": program, "test": task.test, "test_class": TEST_CLASS, "module": MODULE_NAME,
+                          "token": token})
         read_fd, write_fd = os.pipe()
         try:
             proc = subprocess.Popen(
@@ -148,30 +160,38 @@ class LocalExecutor(Executor):
                 proc.stdin.close()  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass
-            events, stop_reason = collect_events(read_fd, self.limits, lambda: has_exited(proc.pid))
+            events, stop_reason = collect_events(read_fd, self.limits, lambda: has_exited(proc.pid), token)
         finally:
             os.close(read_fd)
             kill_group(proc.pid)  # not reaped before this: proc.wait() below is the reap
             proc.wait()
         return events, stop_reason, describe_exit(proc.returncode)
 
+
+def new_token() -> str:
+    """A fresh secret for one run: the runner starts each event line with it (``_runner.emit``)."""
+    return secrets.token_hex(_TOKEN_BYTES)
+
+
 def collect_events(
-    read_fd: int, limits: Limits, exited: Callable[[], bool], max_bytes: int = MAX_EVENT_BYTES,
+    read_fd: int, limits: Limits, exited: Callable[[], bool], token: str, max_bytes: int = MAX_EVENT_BYTES,
     marks: dict[str, float] | None = None,
 ) -> tuple[list[dict], str | None]:
     """Read events until the suite ends, the child dies, or a limit is hit; returns (events, stop reason).
 
-    ``marks``, when given, gets the ``time.monotonic()`` of the first event's arrival (``"first"``) for
-    the sandbox's per-stage timings.
-
-    The stop reason is ``None``, ``"suite_timeout"``, ``"test_timeout"`` or ``"output_limit"`` (the
-    channel carried more than ``max_bytes``). The channel can stay open after the child exits (a
-    grandchild inherited it), so ``exited()`` turning true also ends the read once the pipe is drained.
+    The stop reason is ``None``, ``"suite_timeout"``, ``"test_timeout"``, ``"output_limit"`` (the
+    channel carried more than ``max_bytes``) or :data:`PROTOCOL_VIOLATION`: a line that does not start with
+    the run's ``token`` or is not one of the runner's events (a program that wrote to the channel, or
+    garbage of any kind). Reading stops there; the last event is then ``{"e": "violation", "tb": why}``.
+    The channel can stay open after the child exits (a grandchild inherited it), so ``exited()`` turning
+    true also ends the read once the pipe is drained. ``marks``, when given, gets the ``time.monotonic()``
+    of the first event's arrival (``"first"``) for the sandbox's per-stage timings.
     """
     clock = SuiteClock(limits)
     events: list[dict] = []
-    buffer = b""
+    buffer = bytearray()
     total = 0
+    seal = token.encode("ascii")
     with selectors.DefaultSelector() as sel:
         sel.register(read_fd, selectors.EVENT_READ)
         while True:
@@ -189,12 +209,18 @@ def collect_events(
             total += len(chunk)
             if total > max_bytes:
                 return events, "output_limit"
+            start = len(buffer)
             buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
+            if b"\n" not in chunk:
+                continue
+            end = buffer.rindex(b"\n", start)
+            lines = bytes(buffer[:end]).split(b"\n")
+            del buffer[: end + 1]
             for line in lines:
-                event = _decode(line)
+                event, why = _decode(line, seal)
                 if event is None:
-                    continue
+                    events.append({"e": "violation", "tb": f"line {len(events) + 1} {why}"})
+                    return events, PROTOCOL_VIOLATION
                 events.append(event)
                 if marks is not None:
                     marks.setdefault("first", time.monotonic())
@@ -202,12 +228,22 @@ def collect_events(
                     return events, None
 
 
-def _decode(line: bytes) -> dict | None:
+def _decode(line: bytes, seal: bytes) -> tuple[dict | None, str]:
+    """The runner's event on ``line``, or None and what is wrong with the line."""
+    if not line.startswith(seal):
+        return None, "does not carry the run's token: the test runner did not write it"
     try:
-        event = json.loads(line.decode("utf-8", "surrogatepass"))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return event if isinstance(event, dict) else None
+        event = json.loads(line[len(seal):].decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return None, f"carries the token but is not JSON ({type(exc).__name__})"
+    if not isinstance(event, dict) or event.get("e") not in _EVENT_FIELDS:
+        return None, "is not an event of the test runner"
+    fields = _EVENT_FIELDS[event["e"]]
+    if set(event) != {"e", *fields} or not all(isinstance(event[f], str) for f in fields):
+        return None, f"is a malformed {event['e']!r} event"
+    if event["e"] == "end" and event["outcome"] not in _RUNNER_OUTCOMES:
+        return None, f"reports an outcome the runner never reports ({event['outcome'][:40]!r})"
+    return event, ""
 
 
 def describe_exit(returncode: int | None, unfinished: str = "did not exit") -> str:
@@ -259,7 +295,14 @@ def assemble(
             done = True
 
     limits_hit: tuple[str, ...] = ()
-    if stop_reason == "output_limit":
+    if stop_reason == PROTOCOL_VIOLATION:
+        why = next((str(e.get("tb")) for e in reversed(events) if e.get("e") == "violation"), "")
+        crash = (f"ProtocolViolation: the run's result channel carried something other than the test runner's events "
+                 f"(its {why}); a program cannot write its own verdict, so the run is failed.")
+        if running is not None:
+            finished[running] = TestResult(running, Outcome.ERROR, crash)
+        not_run = "Not run: the run was stopped when its result channel carried a line the test runner did not write."
+    elif stop_reason == "output_limit":
         limits_hit = (stop_reason,)
         stop_text = f"OutputLimitExceeded: the run sent more than {MAX_EVENT_BYTES} bytes of results and was stopped"
         if running is not None:

@@ -7,25 +7,30 @@ helper kills, and files in ``/dev/shm`` or ``/tmp`` stay. The slot's uid is its 
 slot, executor or container on the machine uses it), so after each run the worker forks a child
 that becomes that uid, kills every process it may signal (``kill(-1)``: every process of the uid,
 never root's, never another uid's, never itself), waits until they are reaped, and removes what the uid owns at the top of the
-temporary dirs (the run's work dir among them). Because the sweeper has no privilege left, it can
-reach nothing the run itself could not.
+temporary dirs (the run's work dir among them), and the SysV shared memory segments, message queues
+and semaphore sets the uid owns (where runs share one IPC namespace, a segment would outlive its run).
+Because the sweeper has no privilege left, it can reach nothing the run itself could not. Sockets in
+TIME_WAIT cannot be swept: only a network namespace per run (level ``namespaces``) ends those.
 
 Contract for the caller: sweep after a run has ended and *before* the slot's next confined child
 exists (it would be killed too).
 
 Holds:
-    sweep_uid   kill every process of a uid and remove the entries it owns in some dirs
+    sweep_uid   kill every process of a uid and remove the entries it owns in some dirs and its SysV IPC objects
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
 import time
 from collections.abc import Iterable
 
-__all__ = ["sweep_uid"]
+from .confine import libc
+
+__all__ = ["sweep_uid", "sysv_ipc_ids"]
 
 
 def sweep_uid(uid: int, dirs: Iterable[str]) -> bool:
@@ -45,6 +50,7 @@ def sweep_uid(uid: int, dirs: Iterable[str]) -> bool:
             _kill_all_and_wait(uid)
             for directory in dirs:
                 _remove_owned(directory, uid)
+            _remove_sysv_ipc(uid)
             code = 0
         finally:
             os._exit(code)
@@ -104,6 +110,37 @@ def _remove_owned(directory: str, uid: int) -> None:
                 os.unlink(entry.path)
         except OSError:
             pass
+
+
+_IPC_RMID = 0
+#: /proc/sysvipc file, its id column, and how to remove one object by id.
+_SYSV = (("shm", "shmid", lambda lib, i: lib.shmctl(i, _IPC_RMID, None)),
+         ("msg", "msqid", lambda lib, i: lib.msgctl(i, _IPC_RMID, None)),
+         ("sem", "semid", lambda lib, i: lib.semctl(i, 0, _IPC_RMID)))
+
+
+def sysv_ipc_ids(uid: int) -> dict[str, list[int]]:
+    """The ids of the SysV shared memory segments (``shm``), message queues (``msg``) and semaphore sets
+    (``sem``) that ``uid`` owns or created in this IPC namespace, from ``/proc/sysvipc``."""
+    found: dict[str, list[int]] = {}
+    for kind, id_column, _remove in _SYSV:
+        try:
+            with open(f"/proc/sysvipc/{kind}") as fh:
+                header, *rows = [line.split() for line in fh]
+        except (OSError, ValueError):
+            continue
+        at, owner, creator = header.index(id_column), header.index("uid"), header.index("cuid")
+        found[kind] = [int(row[at]) for row in rows if str(uid) in (row[owner], row[creator])]
+    return found
+
+
+def _remove_sysv_ipc(uid: int) -> None:
+    """Remove every SysV IPC object ``uid`` owns (as that uid: its owner may)."""
+    lib = libc()
+    ids = sysv_ipc_ids(uid)
+    for kind, _column, remove in _SYSV:
+        for ident in ids.get(kind, []):
+            remove(lib, ctypes.c_int(ident))
 
 
 def _open_up(path: str) -> None:

@@ -9,7 +9,7 @@ to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line
 1. imports the job's own libraries into itself, so the next run of that task set is warm;
 2. hands the job to a *spare*: a child forked before the job came, straight into a new PID
    namespace (:class:`.confine.RunNamespaces`: it is pid 1 there). It opened its own mount
-   namespace (fresh tmpfs ``/tmp``), became the slot's non-root uid with rlimits in a fresh work
+   namespace (fresh tmpfs ``/tmp``) and its own network (loopback only) and IPC namespaces, became the slot's non-root uid with rlimits in a fresh work
    dir, closed every inherited descriptor, and waits for its job. In ``split`` mode it is the
    judge and has forked the program's process; in ``inprocess`` mode it runs program and tests
    itself;
@@ -57,7 +57,7 @@ from .confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
 from .judge import Channel, Mode, connect_program, serve_program
-from .local import child_env, collect_events, describe_exit
+from .local import child_env, collect_events, describe_exit, new_token
 
 __all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
 
@@ -182,7 +182,7 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]
         spawn = confine.RunNamespaces()
         _probe_pid_namespace(spawn, readable)
         level = Level.NAMESPACES
-        features.append("pidns")
+        features += ["pidns", "run_netns", "run_ipcns"]
     except OSError as exc:
         missing.append(f"namespaces: {exc}")
         if spawn is not None:
@@ -202,11 +202,12 @@ def _probe_pid_namespace(spawn: confine.RunNamespaces, readable: list[str]) -> N
     if pid == 0:
         try:
             confine.enter_run_mounts(SandboxSettings(tmpfs_mb=1, tmpfs_inodes=100), readable)
+            confine.enter_run_network_and_ipc()
             os._exit(0 if os.getpid() == 1 else 2)
         except BaseException:  # noqa: BLE001
             os._exit(1)
     if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
-        raise OSError("a run's child could not get its own PID and mount namespaces")
+        raise OSError("a run's child could not get its own PID, mount, network and IPC namespaces")
 
 
 def _import_quietly(names: list[str]) -> None:
@@ -261,8 +262,9 @@ def warm_up() -> None:
 
 
 def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, network: str, mode: Mode,
-              settings: SandboxSettings, workdir: str, result_fd: int, ready_fd: int = -1) -> None:
-    """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``.
+              settings: SandboxSettings, workdir: str, result_fd: int, token: str, ready_fd: int = -1) -> None:
+    """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``
+    (each line sealed with the run's ``token``: a line the program writes there fails the run).
 
     Before it waits, it writes to ``ready_fd`` (and closes it) the ``time.monotonic()`` at which it was
     confined and at which its split program process was forked (for the per-stage timings; no program
@@ -286,7 +288,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         if confinement.level.at_least(Level.NAMESPACES):
             confine.mount_run_proc()
     except OSError as exc:
-        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.")
+        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.", token)
     if confinement.level.at_least(Level.UID):
         confine.drop_to(confinement.uid, settings)
     os.chdir(workdir)
@@ -298,7 +300,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         if network == "none":
             hardening.close_network()
     except OSError as exc:
-        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.")
+        _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.", token)
     program_process = None
     confined = time.monotonic()
     if mode is Mode.SPLIT:
@@ -321,15 +323,15 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     module, test_class, entry = job["module"], job["test_class"], job["entry_point"]
     if job.get("network", "none") != network:  # the worker matches spares to jobs; never run with more network
-        _refuse(result_fd, f"this run was prepared with network {network!r}; not run.")
+        _refuse(result_fd, f"this run was prepared with network {network!r}; not run.", token)
     if job["mode"] == Mode.SPLIT.value:
         pid, channel = program_process or _fork_program_process(workdir, (result_fd,))
         source = judge_source(job["program"], job["prelude"], job["test"])
         crash, provided = connect_program(channel, pid, job["program"], module, entry, source)
         if crash is not None:
-            emit(result_fd, {"e": "crash", "tb": crash})
+            emit(result_fd, {"e": "crash", "tb": crash}, token)
             os._exit(0)
-        run_suite(result_fd, source, module, test_class, provided)
+        run_suite(result_fd, source, module, test_class, provided, token=token)
     else:
         if program_process is not None:
             pid, channel = program_process
@@ -337,7 +339,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             os.waitpid(pid, 0)
             channel.close()
         sys.path.insert(0, workdir)
-        run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class)
+        run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class, token=token, tests=job["test"])
     os._exit(0)
 
 
@@ -373,9 +375,9 @@ def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Ch
     return pid, Channel(to_judge_r, to_prog_w)
 
 
-def _refuse(result_fd: int, why: str) -> NoReturn:
+def _refuse(result_fd: int, why: str, token: str) -> NoReturn:
     """In the child: report that the job is not run (a SandboxError crash the run comes back with), and exit."""
-    emit(result_fd, {"e": "crash", "tb": f"SandboxError: {why}"})
+    emit(result_fd, {"e": "crash", "tb": f"SandboxError: {why}"}, token)
     os._exit(0)
 
 
@@ -405,7 +407,8 @@ class _Spare:
     """A confined child made ahead of its job: it waits on ``job_w`` and streams events to ``result_r``.
 
     ``child`` is the worker's own child (the run's pid 1 when namespaced) and is signalled only
-    while unreaped (see :mod:`.reap`); ``status`` holds its wait status once reaped."""
+    while unreaped (see :mod:`.reap`); ``status`` holds its wait status once reaped. ``token`` seals the
+    child's event lines (:func:`.local.new_token`)."""
 
     child: int
     job_w: int
@@ -413,6 +416,7 @@ class _Spare:
     workdir: str
     namespaced: bool
     network: str
+    token: str
     status: int | None = None
     ready_r: int = -1  # the child's confinement times (:func:`run_child`)
     started: float = 0.0  # monotonic time before the fork
@@ -461,6 +465,7 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
     read_fd, write_fd = os.pipe()
     job_r, job_w = os.pipe()
     ready_r, ready_w = os.pipe()
+    token = new_token()
     started = time.monotonic()
     try:
         child = spawn.fork() if spawn is not None else os.fork()
@@ -478,15 +483,17 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
             confine.set_parent_death_signal()  # a worker that died before this leaves job_w closed: the child exits
             if namespaced:
                 confine.enter_run_mounts(settings, readable)
+                confine.enter_run_network_and_ipc()
                 os.makedirs(workdir)
                 _prepare_workdir(workdir, confinement)
-            run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd, ready_w)
+            run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd, token, ready_w)
         except BaseException as exc:  # noqa: BLE001
-            _refuse(write_fd, f"the sandbox could not prepare this run ({type(exc).__name__}: {exc}); it was not run.")
+            _refuse(write_fd, f"the sandbox could not prepare this run ({type(exc).__name__}: {exc}); it was not run.", token)
     forked = time.monotonic()
     for fd in (write_fd, job_r, ready_w):
         os.close(fd)
-    return _Spare(child, job_w, read_fd, workdir, namespaced, network, ready_r=ready_r, started=started, forked=forked)
+    return _Spare(child, job_w, read_fd, workdir, namespaced, network, token, ready_r=ready_r, started=started,
+                  forked=forked)
 
 
 def _finish(spare: _Spare) -> None:
@@ -536,7 +543,7 @@ def _collect(spare: _Spare, job: dict[str, Any]) -> dict[str, Any]:
     os.close(spare.job_w)
     spare.job_w = -1
     marks: dict[str, float] = {}
-    events, stop_reason = collect_events(spare.result_r, limits, spare.exited, marks=marks)
+    events, stop_reason = collect_events(spare.result_r, limits, spare.exited, spare.token, marks=marks)
     ended = time.monotonic()
     stages = spare.stages() | {"handoff_s": marks.get("first", ended) - started, "tests_s": ended - marks.get("first", ended)}
     if stop_reason is None and events and events[-1].get("e") in ("done", "crash"):
