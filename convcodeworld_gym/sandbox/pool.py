@@ -426,7 +426,9 @@ class SandboxExecutor(Executor):
 
     def _preload_of(self, name: str) -> tuple[str, ...]:
         """What a group's workers import up front: its profile's libraries that the runtime holds (``own``: all of
-        them, and each task's own as it comes)."""
+        them, and each task's own as it comes); ``all``: exactly the executor's ``preload``."""
+        if name == _ALL:
+            return self.preload
         if name in IMPORT_PROFILES:
             wanted = set(IMPORT_PROFILES[name])
             return (*_EVERY_GROUP, *(m for m in self.preload if m in wanted))
