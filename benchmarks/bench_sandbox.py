@@ -1,15 +1,17 @@
 """Benchmark: our SandboxExecutor against BigCodeBench 0.2.5's ``untrusted_check``, in one run.
 
-Same BigCodeBench tasks (standard-library-only and numpy/pandas/matplotlib ones), each with its
-canonical program and a broken one (the signature with ``pass``), through both executors.
-Reports per-execution medians (sequential back to back, and ours also with 0.2 s between runs;
-after warm-up; our result cache off), throughput with
-``--workers`` parallel runs, and verdict agreement; and, as a yardstick, the unsafe floor of a
-fork-per-run design with no sandbox at all (``_floor_driver.py``). Our side runs with full confinement when the
-machine allows it (the level is printed).
+Same BigCodeBench tasks in three groups (standard-library-only, numpy/pandas/matplotlib, and tasks whose
+tests mock what the program uses), each with its canonical program and a broken one (the signature with
+``pass``), through both executors. Reports per-execution medians per group (sequential back to back, and
+ours also with 0.2 s between runs; after warm-up; our result cache off), the mocked group also judged
+in-process (forgeable) next to the split judge with stand-ins, each group's per-stage split of our runs
+(``details["stages"]``), the first step of an unseen task against a later step of it (a fresh executor with
+shipped profiles), throughput with ``--workers`` parallel runs, and verdict agreement; and, as a
+yardstick, the unsafe floor of a fork-per-run design with no sandbox at all (``_floor_driver.py``). Our side
+runs with full confinement when the machine allows it (the level is printed).
 
 Usage (see README, section Sandbox):
-    python benchmarks/bench_sandbox.py --bcb-python .venv-bcb/bin/python [--stdlib 20 --pandas 10 --workers 2]
+    python benchmarks/bench_sandbox.py --bcb-python .venv-bcb/bin/python [--stdlib 20 --pandas 10 --mocked 10 --workers 2]
 """
 
 from __future__ import annotations
@@ -23,27 +25,72 @@ import sys
 import time
 from pathlib import Path
 
-from convcodeworld_gym.sandbox import SandboxExecutor
-from convcodeworld_gym.tasks import load_tasks
+from convcodeworld_gym.sandbox import ExecutionResult, SandboxExecutor
+from convcodeworld_gym.tasks import Task, load_tasks
 
 HERE = Path(__file__).resolve().parent
 DATA_LIBS = {"numpy", "pandas", "matplotlib"}
 
 
-def pick_tasks(n_stdlib: int, n_pandas: int, executor: SandboxExecutor):
-    """The first tasks of each kind whose canonical solution passes quickly here (profiles computed, not timed)."""
-    tasks = load_tasks("bigcodebench")
-    stdlib, pandas = [], []
-    for task in tasks:
-        kind = stdlib if task.stdlib_only else pandas if task.third_party_modules <= DATA_LIBS and "pandas" in task.third_party_modules else None
-        if kind is None or len(kind) >= (n_stdlib if kind is stdlib else n_pandas) or executor.runtime_probe().lacking_one(task):
+def group_of(task: Task) -> str | None:
+    """``mocked`` (tests that mock, data libraries at most), ``stdlib``, ``pandas``, or None (not benchmarked)."""
+    if not task.third_party_modules <= DATA_LIBS:
+        return None
+    if "mock" in task.test:
+        return "mocked"
+    return "stdlib" if task.stdlib_only else "pandas" if "pandas" in task.third_party_modules else None
+
+
+def pick_tasks(wanted: dict[str, int], executor: SandboxExecutor, skip: int = 0) -> dict[str, list[Task]]:
+    """The first tasks of each group (after the first ``skip`` of each) whose canonical solution passes quickly
+    here (profiles shipped or computed, not timed)."""
+    picked: dict[str, list[Task]] = {group: [] for group in wanted}
+    skipped = dict.fromkeys(wanted, 0)
+    for task in load_tasks("bigcodebench"):
+        group = group_of(task)
+        if group not in wanted or len(picked[group]) >= wanted[group] or executor.runtime_probe().lacking_one(task):
             continue
         profile = executor.profile(task)
         if profile.canonical_passed and profile.canonical_s is not None and profile.canonical_s < 2.0:
-            kind.append(task)
-        if len(stdlib) >= n_stdlib and len(pandas) >= n_pandas:
+            if skipped[group] < skip:
+                skipped[group] += 1
+            else:
+                picked[group].append(task)
+        if all(len(picked[g]) >= n for g, n in wanted.items()):
             break
-    return stdlib, pandas
+    return picked
+
+
+def timed(executor: SandboxExecutor, task: Task, program: str) -> tuple[float, ExecutionResult]:
+    started = time.perf_counter()
+    result = executor.run(task, program)
+    return time.perf_counter() - started, result
+
+
+def stage_split(results: list[ExecutionResult]) -> str:
+    """Median of each stage over ``results`` (ms), in the order a run goes through them."""
+    order = ("fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "tests_s", "previous_teardown_s")
+    names = {"fork_s": "fork", "confine_s": "confine", "program_fork_s": "program process", "import_s": "import",
+             "handoff_s": "hand-off", "tests_s": "tests", "previous_teardown_s": "teardown"}
+    stages = [r.details.get("stages", {}) for r in results]
+    return ", ".join(f"{names[k]} {statistics.median(s[k] for s in stages if k in s) * 1000:.1f}"
+                     for k in order if any(k in s for s in stages))
+
+
+def first_vs_later(unseen: list[Task], workers: int, warm: list[tuple[Task, str]]) -> tuple[list[float], list[float], int]:
+    """A fresh executor (shipped profiles), warmed on ``warm``; then each ``unseen`` task (none of ``warm``'s)
+    run twice with different broken programs: the first step's and the later step's seconds, and how many
+    of the first steps found no shipped profile (and calibrated)."""
+    with SandboxExecutor(workers=workers, cache=False) as ex:
+        ex.run_many(warm, max_workers=workers)
+        first, later = [], []
+        for task in unseen:
+            time.sleep(0.2)
+            first.append(timed(ex, task, task.code_prompt + "    pass\n")[0])
+            time.sleep(0.2)
+            later.append(timed(ex, task, task.code_prompt + "    return None\n")[0])
+        calibrated = sum(1 for t in unseen if not ex.profile(t).note.startswith("shipped"))
+    return first, later, calibrated
 
 
 def drive(python: str, driver: str, spec: dict) -> dict:
@@ -66,6 +113,8 @@ def main() -> int:
                         help="python of a venv with bigcodebench==0.2.5, numpy, pandas, matplotlib")
     parser.add_argument("--stdlib", type=int, default=20)
     parser.add_argument("--pandas", type=int, default=10)
+    parser.add_argument("--mocked", type=int, default=10)
+    parser.add_argument("--unseen", type=int, default=5, help="unseen tasks of each of stdlib, pandas for first vs later step")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     if not Path(args.bcb_python).exists():
@@ -73,29 +122,30 @@ def main() -> int:
                  ".venv-bcb/bin/pip install --no-deps bigcodebench==0.2.5 && .venv-bcb/bin/pip install numpy pandas matplotlib")
 
     with SandboxExecutor(workers=args.workers, cache=False) as ex:
-        stdlib, pandas = pick_tasks(args.stdlib, args.pandas, ex)
-        jobs = [(t, p, kind) for kind, ts in (("stdlib", stdlib), ("pandas", pandas))
-                for t in ts for p in (t.ground_truth, t.code_prompt + "    pass\n")]
+        picked = pick_tasks({"stdlib": args.stdlib, "pandas": args.pandas, "mocked": args.mocked}, ex)
+        jobs = [(t, p, kind) for kind, ts in picked.items() for t in ts for p in (t.ground_truth, t.code_prompt + "    pass\n")]
         print(f"confinement: {ex.confinement['level']} ({', '.join(ex.confinement['features'])})")
-        print(f"tasks: {len(stdlib)} stdlib + {len(pandas)} pandas/numpy/matplotlib; {len(jobs)} programs (canonical + broken)")
-        for task, program, _ in jobs[:4]:
-            ex.run(task, program)  # warm-up
-        ours_s, ours_v = [], []
+        print(f"tasks: {', '.join(f'{len(ts)} {kind}' for kind, ts in picked.items())}; {len(jobs)} programs (canonical + broken)")
+        ex.run_many([(t, p) for t, p, _ in jobs], max_workers=args.workers)  # warm-up: every worker group, every slot
+        ours_s, ours_v, ours_r = [], [], []
         for task, program, _ in jobs:
-            started = time.perf_counter()
-            ours_v.append(ex.run(task, program).passed)
-            ours_s.append(time.perf_counter() - started)
+            seconds, result = timed(ex, task, program)
+            ours_s.append(seconds)
+            ours_v.append(result.passed)
+            ours_r.append(result)
         # Spaced runs (as in RL, where the model writes between runs): the worker prepares its next
         # confined child in the gap, off the critical path.
-        spaced_s = []
+        spaced_s, spaced_r = [], []
         for task, program, _ in jobs:
             time.sleep(0.2)
-            started = time.perf_counter()
-            ex.run(task, program)
-            spaced_s.append(time.perf_counter() - started)
+            seconds, result = timed(ex, task, program)
+            spaced_s.append(seconds)
+            spaced_r.append(result)
         started = time.perf_counter()
         ex.run_many([(t, p) for t, p, _ in jobs], max_workers=args.workers)
         ours_parallel = time.perf_counter() - started
+        groups_used = sorted({r.details.get("worker_group", "?") for r in ours_r})
+        unseen = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40).values() for t in ts]
         with SandboxExecutor(workers=1) as cached:
             task, program, _ = jobs[0]
             cached.run(task, program)
@@ -103,21 +153,37 @@ def main() -> int:
             for _ in range(100):
                 cached.run(task, program)
             hit_s = (time.perf_counter() - started) / 100
+    mocked_jobs = [(t, p) for t, p, k in jobs if k == "mocked"]
+    with SandboxExecutor(workers=args.workers, cache=False, judge="inprocess") as forgeable:
+        forgeable.run_many(mocked_jobs, max_workers=args.workers)  # warm-up
+        inprocess_s = [timed(forgeable, t, p)[0] for t, p in mocked_jobs]
+    first_s, later_s, calibrated = first_vs_later(unseen, args.workers, [(t, p) for t, p, _ in jobs])
 
     spec = {"jobs": [[p, t.test, t.entry_point] for t, p, _ in jobs], "workers": args.workers}
     theirs = drive(args.bcb_python, "_bcb_driver.py", spec)
     floor = drive(sys.executable, "_floor_driver.py", spec)
 
     kinds = [k for _, _, k in jobs]
-    print(f"\n{'':28}{'ours (SandboxExecutor)':>26}{'bigcodebench untrusted_check':>32}")
-    for kind in ("stdlib", "pandas"):
+    print(f"\n{'':28}{'ours (SandboxExecutor)':>26}{'bigcodebench untrusted_check':>32}{'ratio':>8}")
+    for kind in picked:
         o = [s for s, k in zip(ours_s, kinds) if k == kind]
         b = [s for s, k in zip(theirs["seconds"], kinds) if k == kind]
-        print(f"median per execution, {kind:7}{ms(o):>26}{ms(b):>32}")
+        ratio = f"{statistics.median(b) / statistics.median(o):.1f}x" if o and b else ""
+        print(f"median per execution, {kind:7}{ms(o):>26}{ms(b):>32}{ratio:>8}")
     print(f"median per execution, all    {ms(ours_s):>26}{ms(theirs['seconds']):>32}")
-    for kind in ("stdlib", "pandas"):
+    print(f"mocked, judged in-process (forgeable){ms(inprocess_s):>17}")
+    for kind in picked:
         o = [s for s, k in zip(spaced_s, kinds) if k == kind]
         print(f"ours, runs 0.2 s apart, {kind:6}{ms(o):>25}")
+    print(f"worker groups used: {', '.join(groups_used)}")
+    print("per-stage medians of our runs, ms (fork/confine/program process: the spare, made before its job; "
+          "teardown: after the reply):")
+    for kind in picked:
+        print(f"  {kind:7} back to back: {stage_split([r for r, k in zip(ours_r, kinds) if k == kind])}")
+        print(f"  {kind:7} 0.2 s apart:  {stage_split([r for r, k in zip(spaced_r, kinds) if k == kind])}")
+    print(f"first step of an unseen task: {ms(first_s)}, a later step: {ms(later_s)} "
+          f"(ratio {statistics.median(first_s) / statistics.median(later_s):.2f}; {len(first_s)} tasks, "
+          f"{calibrated} calibrated first)")
     ours_tp, their_tp = len(jobs) / ours_parallel, len(jobs) / theirs["parallel_s"]
     print(f"throughput, {args.workers} parallel       {ours_tp:>21.1f} /s{their_tp:>27.1f} /s")
     print(f"throughput ratio (ours / theirs): {ours_tp / their_tp:.1f}x")

@@ -107,10 +107,28 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
 
     ids = [t.strip() for t in args.task_ids.split(",") if t.strip()] if args.task_ids else None
     tasks = load_tasks(args.dataset, ids=ids, stdlib_only=args.stdlib_only)
-    with SandboxExecutor(workers=args.workers, require=args.require, runtime=args.runtime) as executor:
+    shipped = args.write_profiles is None  # a file written from shipped profiles would only copy them
+    with SandboxExecutor(workers=args.workers, require=args.require, runtime=args.runtime, shipped=shipped) as executor:
         report = run_selfcheck(tasks, executor, by_id=ids is not None, limit=args.limit, progress=not args.no_progress)
+        if args.write_profiles is not None:
+            _write_profiles(args.write_profiles, tasks, executor)
     print(report.render())
     return 0 if report.passed == report.total else 1
+
+
+def _write_profiles(path: str, tasks, executor: SandboxExecutor) -> None:
+    """The profiles ``executor`` measured for ``tasks``, written as a shipped-profile file (:mod:`.sandbox.shipped`)."""
+    from .sandbox.profile import profile_key
+    from .sandbox.shipped import write_profiles
+
+    fingerprint = executor.fingerprint()
+    measured = {t.task_id: p for t in tasks if (p := executor.profiles.get(profile_key(t, fingerprint))) is not None}
+    probe = executor.runtime_probe()
+    made_with = {"runtime": probe.identity() if probe is not None else executor.fingerprint(),
+                 "confinement": executor.confinement.get("level"), "workers": executor.default_concurrency()}
+    sources = sorted({t.source for t in tasks})
+    count = write_profiles(path, tasks, measured, dataset=",".join(sources), made_with=made_with)
+    print(f"wrote {count} profiles (of {len(tasks)} tasks) to {path}", file=sys.stderr)
 
 
 def _add_runtime(parser: argparse.ArgumentParser) -> None:
@@ -170,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--task-ids", help="comma-separated task ids (run even when the runtime lacks what they need)")
     check.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     check.add_argument("--no-progress", action="store_true", help="no progress bar")
+    check.add_argument("--write-profiles", metavar="PATH", default=None, help=(
+        "calibrate every task here (no shipped profiles) and write the passing ones' judge mode, canonical time and "
+        "import profile to PATH (the package ships convcodeworld_gym/sandbox/profiles/*.json made this way)"))
     _add_runtime(check)
     check.add_argument("--workers", type=int, default=None, help="sandbox workers (default: CPUs)")
     check.add_argument("--require", default=None, choices=[level.value for level in Level], help="fail unless this confinement level is reached")

@@ -172,7 +172,8 @@ def new_token() -> str:
 
 
 def collect_events(
-    read_fd: int, limits: Limits, exited: Callable[[], bool], token: str, max_bytes: int = MAX_EVENT_BYTES
+    read_fd: int, limits: Limits, exited: Callable[[], bool], token: str, max_bytes: int = MAX_EVENT_BYTES,
+    marks: dict[str, float] | None = None,
 ) -> tuple[list[dict], str | None]:
     """Read events until the suite ends, the child dies, or a limit is hit; returns (events, stop reason).
 
@@ -181,7 +182,8 @@ def collect_events(
     the run's ``token`` or is not one of the runner's events (a program that wrote to the channel, or
     garbage of any kind). Reading stops there; the last event is then ``{"e": "violation", "tb": why}``.
     The channel can stay open after the child exits (a grandchild inherited it), so ``exited()`` turning
-    true also ends the read once the pipe is drained.
+    true also ends the read once the pipe is drained. ``marks``, when given, gets the ``time.monotonic()``
+    of the first event's arrival (``"first"``) for the sandbox's per-stage timings.
     """
     clock = SuiteClock(limits)
     events: list[dict] = []
@@ -218,6 +220,8 @@ def collect_events(
                     events.append({"e": "violation", "tb": f"line {len(events) + 1} {why}"})
                     return events, PROTOCOL_VIOLATION
                 events.append(event)
+                if marks is not None:
+                    marks.setdefault("first", time.monotonic())
                 if clock.observe(event):
                     return events, None
 

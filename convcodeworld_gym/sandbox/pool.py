@@ -20,18 +20,19 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from ..errors import ExecutorError
-from ..tasks import TEST_CLASS, Task
+from ..tasks import TEST_CLASS, Task, imported_modules, third_party
 from .cache import ResultCache, result_key
 from .confine import Level, SandboxSettings
 from .executor import Executor, Limits
 from .judge import Mode, static_mode, suspicious_constructs
 from .launch import Launcher, LocalLauncher, WorkerProcess
 from .local import MODULE_NAME, assemble
-from .profile import ProfileStore, TaskProfile, TimePolicy, profile_key
+from .profile import IMPORT_PROFILES, ProfileStore, TaskProfile, TimePolicy, import_profile, profile_for, profile_key
 from .result import ExecutionResult
 from .needs import Lacking, RuntimeProbe
 from .runtime import HEAVY_MODULES, installed_preload, network_policy, runtime_fingerprint
 from .runtimes import resolve_runtime
+from .shipped import ShippedProfiles, shipped_profiles
 
 __all__ = ["SandboxExecutor", "WorkerDied"]
 
@@ -136,12 +137,26 @@ class _Worker:
             self._uid = None
 
 
+_ALL = "all"  # the one group of an executor given preload=
+#: Imported by every group's workers: the judge imports it for every test that mocks (~10 ms per run otherwise).
+_EVERY_GROUP = ("unittest.mock",)
+
+
+class _Group:
+    """The worker slots of one import profile: grown on demand up to the executor's ``workers``."""
+
+    def __init__(self, name: str, preload: tuple[str, ...]) -> None:
+        self.name, self.preload, self.size = name, preload, 0
+        self.idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+
+
 class SandboxExecutor(Executor):
     """Runs programs in warm, confined sandbox workers; the judge cannot be forged in split mode.
 
-    Each of ``workers`` slots is a long-lived worker process that confines itself (see
+    Each slot is a long-lived worker process that confines itself (see
     :class:`~.confine.Level`; the level achieved is in every result's ``details["confinement"]``)
-    and has imported the heavy libraries; each run is a child forked from it. Tasks are judged in
+    and has imported the libraries of its import profile; each run is a child forked from the
+    smallest one that holds what the task imports (``details["worker_group"]``). Tasks are judged in
     ``split`` mode (tests in a trusted judge process, the program in another; values cross as data
     or stand-ins, the tests' mocks stay in the judge). ``inprocess`` judging (program and tests in
     one process, where a program can forge its verdict) happens only on request: ``judge="inprocess"``,
@@ -163,8 +178,16 @@ class SandboxExecutor(Executor):
         calibrate: measure each task's canonical solution once to set its mode and time limit.
         time_policy: floor / factor / cap of calibrated time limits.
         profiles: where profiles live (default: in memory).
+        shipped: profiles measured ahead (:mod:`.shipped`) that answer a task's first step without a canonical
+            run: True (the package's, for HumanEval and BigCodeBench v0.1.0_hf), a :class:`~.shipped.ShippedProfiles`,
+            or False (calibrate every task here).
         cache: True (a fresh :class:`ResultCache`), a cache to share, or False to switch caching off.
-        preload: modules every worker imports up front (default: the installed ones of numpy, pandas, matplotlib).
+        preload: modules every worker imports up front. Default (None): workers by import profile, each run forks
+            from the smallest warm worker that holds what its task imports (:func:`~.profile.import_profile`:
+            the standard library only, numpy, pandas, pandas + matplotlib, or ``own``: all of those installed plus
+            each task's own libraries as they come); each profile's group grows on demand up to ``workers``
+            slots, and at most ``workers`` runs go at once in all. Given, one group of ``workers`` slots serves
+            every task (``details["worker_group"]`` is ``"all"``).
         runtime: the interpreter that runs the programs (:mod:`.runtimes`): a Python executable, a venv dir, or
             an installed runtime's name (``"bigcodebench"``). Default: ``$CONVCODEWORLD_RUNTIME_PYTHON``, else
             the installed BigCodeBench runtime, else this interpreter. It needs nothing of this project installed.
@@ -191,6 +214,7 @@ class SandboxExecutor(Executor):
         calibrate: bool = True,
         time_policy: TimePolicy | None = None,
         profiles: ProfileStore | None = None,
+        shipped: ShippedProfiles | bool = True,
         cache: ResultCache | bool = True,
         preload: tuple[str, ...] | None = None,
         runtime: str | os.PathLike[str] | None = None,
@@ -207,6 +231,7 @@ class SandboxExecutor(Executor):
         self.calibrate = calibrate
         self.time_policy = time_policy or TimePolicy(cap_s=max(TimePolicy().floor_s, self.limits.suite_timeout_s))
         self.profiles = profiles if profiles is not None else ProfileStore()
+        self.shipped: ShippedProfiles | None = shipped_profiles() if shipped is True else (shipped or None)
         self.cache: ResultCache | None = ResultCache() if cache is True else (cache or None)
         n = workers if workers is not None else self.default_concurrency()
         if n <= 0:
@@ -221,30 +246,53 @@ class SandboxExecutor(Executor):
             self.preload = installed_preload()
         else:  # a runtime of its own: what it holds, not what this interpreter holds
             self.preload = tuple(m for m in HEAVY_MODULES if not probe.lacking_modules([m.split(".")[0]]))
-        self._workers = [_Worker(i, self.settings, self.preload, self._launcher) for i in range(n)]
-        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-        for worker in self._workers:
-            self._idle.put(worker)
+        self.by_profile = preload is None  # else every run forks from a worker that preloads what was asked
+        self._concurrency = n
+        self._running = threading.BoundedSemaphore(n)  # at most n runs at once, whatever their profiles
+        self._lock = threading.Lock()
+        self._workers: list[_Worker] = []  # every slot of every group; a slot's number is its index
+        self._groups: dict[str, _Group] = {}
+        if not self.by_profile:
+            group = self._group(_ALL)
+            for _ in range(n):  # slots made up front: their number is the executor's (e.g. containers)
+                group.idle.put(self._new_slot(group))  # type: ignore[arg-type]
         self._closed = False
         self._fingerprint: str | None = None
         self._profile_locks: dict[str, threading.Lock] = {}
-        self._lock = threading.Lock()
         self.replaced_workers = 0
 
     # ----------------------------------------------------------------- public
 
     def default_concurrency(self) -> int:
-        return len(self._workers) if hasattr(self, "_workers") else super().default_concurrency()
+        return self._concurrency if hasattr(self, "_concurrency") else super().default_concurrency()
 
     @property
     def confinement(self) -> dict[str, Any]:
-        """What the first worker achieved (starting it if needed)."""
-        worker = self._idle.get()
+        """What the smallest worker achieved (starting it if needed): all workers are confined alike."""
+        group = self._group(_ALL if not self.by_profile else "stdlib")
+        worker = self._take_from(group)
         try:
             self._ensure(worker)
             return dict(worker.confinement)
         finally:
-            self._idle.put(worker)
+            group.idle.put(worker)
+
+    def group_of(self, task: Task, program: str = "") -> str:
+        """The worker group a run of ``program`` for ``task`` forks from, or ``"all"`` when the executor was given
+        ``preload``: the task's import profile (kept with its profile), widened to cover what the program itself
+        imports (a program that returns numpy values for a standard-library task forks from the numpy worker,
+        whose judge can read them, as with one worker that holds everything)."""
+        if not self.by_profile:
+            return _ALL
+        key = profile_key(task, self._fingerprint) if self._fingerprint is not None else None
+        known = self.profiles.get(key) if key is not None else None
+        base = (known.imports if known is not None and known.imports else None) or import_profile(task)
+        if base == "own":
+            return base
+        extra = third_party(imported_modules(program))
+        if not extra and not ("plot" in program or "hist" in program):
+            return base
+        return profile_for({*IMPORT_PROFILES[base], *extra}, program)
 
     def runtime_probe(self) -> RuntimeProbe | None:
         """Asks the workers' interpreter what it lacks (None for workers in a container)."""
@@ -260,7 +308,8 @@ class SandboxExecutor(Executor):
         return self._fingerprint
 
     def profile(self, task: Task) -> TaskProfile:
-        """The task's judge mode and canonical time, measured once (the canonical solution is run)."""
+        """The task's judge mode, canonical time and import profile: stored, else shipped, else measured once
+        (the canonical solution is run)."""
         key = profile_key(task, self.fingerprint())
         found = self.profiles.get(key)
         if found is not None:
@@ -269,8 +318,11 @@ class SandboxExecutor(Executor):
             lock = self._profile_locks.setdefault(key, threading.Lock())
         with lock:
             found = self.profiles.get(key)
-            if found is None:
+            if found is None and self.shipped is not None and (found := self.shipped.lookup(task)) is not None:
+                self.profiles.put(key, found)
+            elif found is None:
                 found, canonical = self._measure(task)
+                found = replace(found, imports=import_profile(task))
                 self.profiles.put(key, found)
                 if canonical is not None:  # the canonical run answers its own next request
                     self._remember(task, task.ground_truth, found.mode, self._limits_for(found), canonical)
@@ -362,6 +414,54 @@ class SandboxExecutor(Executor):
         self._remember(task, program, mode, limits, result)
         return result
 
+    def _group(self, name: str) -> _Group:
+        """The group of workers for import profile ``name`` (made on first use, without workers yet)."""
+        with self._lock:
+            group = self._groups.get(name)
+            if group is None:
+                group = self._groups[name] = _Group(name, self._preload_of(name))
+            return group
+
+    def _preload_of(self, name: str) -> tuple[str, ...]:
+        """What a group's workers import up front: its profile's libraries that the runtime holds (``own``: all of
+        them, and each task's own as it comes); ``all``: exactly the executor's ``preload``."""
+        if name == _ALL:
+            return self.preload
+        if name in IMPORT_PROFILES:
+            wanted = set(IMPORT_PROFILES[name])
+            return (*_EVERY_GROUP, *(m for m in self.preload if m in wanted))
+        return (*_EVERY_GROUP, *self.preload)
+
+    def _new_slot(self, group: _Group) -> _Worker | None:
+        """A new slot (its worker not started yet) for ``group``, or None when it has ``workers`` slots already."""
+        with self._lock:
+            if group.size >= self._concurrency:
+                return None
+            worker = _Worker(len(self._workers), self.settings, group.preload, self._launcher)
+            self._workers.append(worker)
+            group.size += 1
+        return worker
+
+    def _take_from(self, group: _Group) -> _Worker:
+        """An idle worker of ``group``; a new slot while the group has fewer than ``workers`` and all are busy."""
+        try:
+            return group.idle.get_nowait()
+        except queue.Empty:
+            return self._new_slot(group) or group.idle.get()
+
+    def _take(self, task: Task, program: str) -> tuple[_Group, _Worker]:
+        self._running.acquire()
+        try:
+            group = self._group(self.group_of(task, program))
+            return group, self._take_from(group)
+        except BaseException:
+            self._running.release()
+            raise
+
+    def _give(self, group: _Group, worker: _Worker) -> None:
+        group.idle.put(worker)
+        self._running.release()
+
     def _ensure(self, worker: _Worker) -> None:
         if self._closed:
             raise ExecutorError(f"this {type(self).__name__} is closed; create a new one")
@@ -393,7 +493,7 @@ class SandboxExecutor(Executor):
             "preload": sorted(m for m in task.third_party_modules if m not in lacking.modules),
             "network": network,
         }
-        worker = self._idle.get()
+        group, worker = self._take(task, program)
         try:
             if fresh:
                 worker.stop()
@@ -401,7 +501,7 @@ class SandboxExecutor(Executor):
             details: dict[str, Any] = {"backend": self._launcher.backend, **self._launcher.details(),
                                        "confinement": {**worker.confinement, "network": network},
                                        "uid": worker.confinement.get("uid"), "judge": mode.value,
-                                       "forgeable": mode is Mode.INPROCESS, "worker": worker.slot}
+                                       "forgeable": mode is Mode.INPROCESS, "worker": worker.slot, "worker_group": group.name}
             try:
                 reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)
             except WorkerDied as exc:
@@ -420,13 +520,15 @@ class SandboxExecutor(Executor):
                                      f"({reply['worker_error']}); the run is failed and the worker replaced."}],
                          "stop_reason": None, "exit_desc": "was not judged"}
         finally:
-            self._idle.put(worker)
+            self._give(group, worker)
         result = assemble(task.test_names, reply["events"], reply["stop_reason"], reply["exit_desc"], limits)
         if lacking.modules:
             details["missing_modules"] = list(lacking.modules)
         if lacking.data:
             details["missing_data"] = list(lacking.data)
         details["run_s"] = reply.get("run_s")
+        if reply.get("stages"):
+            details["stages"] = reply["stages"]
         limits_hit = result.limits_hit
         if reply.get("oom_kills"):  # the kernel ended processes of this run at its container's memory limit
             details["oom_kills"] = reply["oom_kills"]

@@ -9,6 +9,9 @@ Holds:
     TaskProfile   mode, canonical time and outcome, and the limits that follow
     ProfileStore  thread-safe store of profiles (optionally persisted as JSON)
     profile_key   the key of a task's profile
+    task_digest   the part of the key that names the task's text (test digest + ground-truth hash)
+    import_profile  which warm process a task's run forks from: ``stdlib``, ``numpy``, ``pandas``,
+                  ``pandas+matplotlib`` or ``own`` (decided from its imports)
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,7 +28,45 @@ from ..tasks import Task
 from .executor import Limits
 from .judge import Mode
 
-__all__ = ["TimePolicy", "TaskProfile", "ProfileStore", "profile_key"]
+__all__ = ["TimePolicy", "TaskProfile", "ProfileStore", "profile_key", "task_digest", "import_profile", "profile_for",
+           "IMPORT_PROFILES"]
+
+#: Import profiles, smallest first: the library sets a warm process holds (``own``: the task's own set).
+IMPORT_PROFILES: dict[str, tuple[str, ...]] = {
+    "stdlib": (),
+    "numpy": ("numpy",),
+    "pandas": ("numpy", "pandas"),
+    "pandas+matplotlib": ("numpy", "pandas", "matplotlib", "matplotlib.pyplot"),
+}
+
+
+def profile_for(modules: Iterable[str], source: str = "") -> str:
+    """The smallest import profile whose libraries cover ``modules`` (top-level names of non-standard
+    libraries), else ``"own"``. pandas draws with matplotlib, imported on first use: where ``source`` may
+    plot (it says ``plot`` or ``hist``), a pandas profile becomes ``pandas+matplotlib``, so that the judge
+    holds the classes the program's values have, as a worker that preloads everything does.
+
+    >>> profile_for(["numpy"]), profile_for(["pandas"], "df.plot(x='a')"), profile_for(["scipy"])
+    ('numpy', 'pandas+matplotlib', 'own')
+    """
+    needed = {m.split(".")[0] for m in modules}
+    if "pandas" in needed and ("plot" in source or "hist" in source):
+        needed.add("matplotlib")
+    for name, libraries in IMPORT_PROFILES.items():
+        if needed <= {m.split(".")[0] for m in libraries}:
+            return name
+    return "own"
+
+
+def import_profile(task: Task) -> str:
+    """The smallest import profile whose libraries cover what ``task`` imports (:func:`profile_for`).
+
+    >>> from convcodeworld_gym.tasks import Task
+    >>> t = Task("d/0", "", "import pandas as pd\\ndef f():\\n", "f", "    pass\\n", "import unittest\\n")
+    >>> import_profile(t), import_profile(Task("d/1", "", "def f():\\n", "f", "    pass\\n", ""))
+    ('pandas', 'stdlib')
+    """
+    return profile_for(task.third_party_modules, task.ground_truth + task.test)
 
 
 @dataclass(frozen=True)
@@ -61,6 +103,7 @@ class TaskProfile:
     canonical_s: float | None
     canonical_passed: bool
     note: str = ""
+    imports: str = ""  # the import profile (:func:`import_profile`); "" in profiles stored before it was kept
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -69,13 +112,19 @@ class TaskProfile:
 
     @classmethod
     def from_json(cls, data: dict) -> TaskProfile:
-        return cls(Mode(data["mode"]), data.get("canonical_s"), bool(data["canonical_passed"]), data.get("note", ""))
+        return cls(Mode(data["mode"]), data.get("canonical_s"), bool(data["canonical_passed"]), data.get("note", ""),
+                   data.get("imports", ""))
+
+
+def task_digest(task: Task) -> str:
+    """Test digest + ground-truth hash: changes whenever the task's tests or canonical solution change."""
+    gt = hashlib.sha256(task.ground_truth.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{task.test_digest[:32]}-{gt}"
 
 
 def profile_key(task: Task, fingerprint: str) -> str:
     """Test digest + ground-truth hash + runtime fingerprint (no secrets: only hashes of public text)."""
-    gt = hashlib.sha256(task.ground_truth.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{task.test_digest[:32]}-{gt}-{fingerprint}"
+    return f"{task_digest(task)}-{fingerprint}"
 
 
 class ProfileStore:

@@ -14,7 +14,9 @@ to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line
    judge and has forked the program's process; in ``inprocess`` mode it runs program and tests
    itself;
 3. reads the child's events under the time and output limits and answers one JSON line (where
-   the worker has a memory cgroup to itself, with the processes the OOM killer ended, :mod:`.cgroup`);
+   the worker has a memory cgroup to itself, with the processes the OOM killer ended, :mod:`.cgroup`;
+   ``stages``: seconds of the spare's fork and confinement, the worker's imports for this job, the
+   hand-off until the first test event, the tests, and the teardown of the worker's previous run);
 4. then, off the critical path, kills the run's whole PID namespace (by its pid 1, the worker's
    own unreaped child), reaps it, and makes the next spare (again after any new import, so
    spares start warm). At level ``uid`` (no PID namespace per run, e.g. in a container) it
@@ -38,8 +40,10 @@ import importlib
 import json
 import os
 import resource
+import select
 import shutil
 import signal
+import struct
 import sys
 import tempfile
 import time
@@ -258,9 +262,13 @@ def warm_up() -> None:
 
 
 def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, network: str, mode: Mode,
-              settings: SandboxSettings, workdir: str, result_fd: int, token: str) -> None:
+              settings: SandboxSettings, workdir: str, result_fd: int, token: str, ready_fd: int = -1) -> None:
     """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``
     (each line sealed with the run's ``token``: a line the program writes there fails the run).
+
+    Before it waits, it writes to ``ready_fd`` (and closes it) the ``time.monotonic()`` at which it was
+    confined and at which its split program process was forked (for the per-stage timings; no program
+    has run yet, so the worker can trust them).
 
     The child is made (and confined: uid, rlimits, Landlock, seccomp) before its job exists, so a run's
     critical path holds no confinement setup. Made for ``split`` mode, it has also forked the program's
@@ -275,7 +283,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    confine.close_fds_except([result_fd, job_fd])
+    confine.close_fds_except([result_fd, job_fd, ready_fd])
     try:
         if confinement.level.at_least(Level.NAMESPACES):
             confine.mount_run_proc()
@@ -294,11 +302,18 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     except OSError as exc:
         _refuse(result_fd, f"the sandbox could not confine this run ({exc}); it was not run.", token)
     program_process = None
+    confined = time.monotonic()
     if mode is Mode.SPLIT:
         try:
-            program_process = _fork_program_process(workdir, (result_fd, job_fd))
+            program_process = _fork_program_process(workdir, (result_fd, job_fd, ready_fd))
         except OSError:
             pass  # e.g. the pids limit, until the last run's processes are reaped: forked with the job instead
+    if ready_fd >= 0:
+        try:
+            os.write(ready_fd, struct.pack("dd", confined, time.monotonic()))
+        except OSError:
+            pass
+        os.close(ready_fd)
     with os.fdopen(job_fd, "rb") as fh:
         data = fh.read()
     if not data:
@@ -403,6 +418,25 @@ class _Spare:
     network: str
     token: str
     status: int | None = None
+    ready_r: int = -1  # the child's confinement times (:func:`run_child`)
+    started: float = 0.0  # monotonic time before the fork
+    forked: float = 0.0  # ... and after it, in the worker
+
+    def stages(self) -> dict[str, float]:
+        """Fork (in the worker) and confinement (in the child, until it waits for its job; ``program_fork_s``:
+        the split judge's program process) times, in seconds; read once the child reported them."""
+        times = {"fork_s": self.forked - self.started}
+        if self.ready_r >= 0:
+            try:
+                data = os.read(self.ready_r, 16) if select.select([self.ready_r], [], [], 0)[0] else b""
+            except OSError:
+                data = b""
+            os.close(self.ready_r)
+            self.ready_r = -1
+            if len(data) == 16:
+                confined, program = struct.unpack("dd", data)
+                times |= {"confine_s": confined - self.forked, "program_fork_s": program - confined}
+        return times
 
     def exited(self) -> bool:
         """Has the child ended? If so, kill what is left of its group and reap it (once)."""
@@ -430,11 +464,13 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
         _prepare_workdir(workdir, confinement)
     read_fd, write_fd = os.pipe()
     job_r, job_w = os.pipe()
+    ready_r, ready_w = os.pipe()
     token = new_token()
+    started = time.monotonic()
     try:
         child = spawn.fork() if spawn is not None else os.fork()
     except OSError:
-        for fd in (read_fd, write_fd, job_r, job_w):
+        for fd in (read_fd, write_fd, job_r, job_w, ready_r, ready_w):
             os.close(fd)
         if not namespaced:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -443,23 +479,26 @@ def _make_spare(confinement: Confinement, hardening: Hardening, spawn: confine.R
         try:
             os.close(read_fd)
             os.close(job_w)
+            os.close(ready_r)
             confine.set_parent_death_signal()  # a worker that died before this leaves job_w closed: the child exits
             if namespaced:
                 confine.enter_run_mounts(settings, readable)
                 confine.enter_run_network_and_ipc()
                 os.makedirs(workdir)
                 _prepare_workdir(workdir, confinement)
-            run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd, token)
+            run_child(job_r, confinement, hardening, network, mode, settings, workdir, write_fd, token, ready_w)
         except BaseException as exc:  # noqa: BLE001
             _refuse(write_fd, f"the sandbox could not prepare this run ({type(exc).__name__}: {exc}); it was not run.", token)
-    for fd in (write_fd, job_r):
+    forked = time.monotonic()
+    for fd in (write_fd, job_r, ready_w):
         os.close(fd)
-    return _Spare(child, job_w, read_fd, workdir, namespaced, network, token)
+    return _Spare(child, job_w, read_fd, workdir, namespaced, network, token, ready_r=ready_r, started=started,
+                  forked=forked)
 
 
 def _finish(spare: _Spare) -> None:
     """Kill what is left of a run (its whole PID namespace dies with its pid 1), reap it, remove its dir."""
-    for fd in (spare.job_w, spare.result_r):
+    for fd in (spare.job_w, spare.result_r, spare.ready_r):
         try:
             os.close(fd)
         except OSError:
@@ -503,13 +542,17 @@ def _collect(spare: _Spare, job: dict[str, Any]) -> dict[str, Any]:
         pass  # the child is gone: its exit status tells
     os.close(spare.job_w)
     spare.job_w = -1
-    events, stop_reason = collect_events(spare.result_r, limits, spare.exited, spare.token)
+    marks: dict[str, float] = {}
+    events, stop_reason = collect_events(spare.result_r, limits, spare.exited, spare.token, marks=marks)
+    ended = time.monotonic()
+    stages = spare.stages() | {"handoff_s": marks.get("first", ended) - started, "tests_s": ended - marks.get("first", ended)}
     if stop_reason is None and events and events[-1].get("e") in ("done", "crash"):
         # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
         # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
-        return {"events": events, "stop_reason": None, "exit_desc": "ended", "run_s": time.monotonic() - started}
+        return {"events": events, "stop_reason": None, "exit_desc": "ended", "run_s": ended - started, "stages": stages}
     exit_desc = describe_exit(os.waitstatus_to_exitcode(spare.reap()))
-    return {"events": events, "stop_reason": stop_reason, "exit_desc": exit_desc, "run_s": time.monotonic() - started}
+    return {"events": events, "stop_reason": stop_reason, "exit_desc": exit_desc, "run_s": time.monotonic() - started,
+            "stages": stages}
 
 
 def _not_started(exc: OSError) -> dict[str, Any]:
@@ -542,6 +585,7 @@ def main() -> None:
     counter = 0
     attempted: set[str] = set(config.get("preload", []))
     spare: _Spare | None = None
+    teardown_s = 0.0
     # What the next spare is made for: the last job's network and judge mode (runs of a task set tend to repeat them).
     network, mode = "none", Mode.SPLIT
     for line in inp:
@@ -551,6 +595,7 @@ def main() -> None:
             job = json.loads(line)
             wanted = set(job.get("preload", []))
             network, mode = job.get("network", "none"), Mode(job.get("mode", Mode.SPLIT.value))
+            imported = time.monotonic()
             if not wanted <= attempted:  # import first, then fork: the child starts warm
                 _import_quietly(sorted(wanted - attempted))
                 attempted |= wanted
@@ -566,17 +611,21 @@ def main() -> None:
                     used = make_spare(counter, network, mode)
                 except OSError as exc:  # the fork or the namespace refused (e.g. at the pids limit): not run
                     reply = _not_started(exc)
+            imported = time.monotonic() - imported
             if used is not None:
                 reply = _run_on(used, job, oom)
+                reply["stages"] = {**reply.get("stages", {}), "import_s": imported, "previous_teardown_s": teardown_s}
         except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive; a started run ends below
             reply = {"worker_error": f"{type(exc).__name__}: {exc}"}
         out.write((json.dumps(reply) + "\n").encode("utf-8", "surrogatepass"))
         out.flush()
         # Off the critical path: clean up this run and make the next run's confined child.
         if used is not None:
+            teardown_s = time.monotonic()
             _finish(used)
             if confinement.level is Level.UID:  # no PID namespace per run: end what the run left under its uid
                 sweep.sweep_uid(confinement.uid, (confine.SANDBOX_ROOT, "/dev/shm"))
+            teardown_s = time.monotonic() - teardown_s  # reported with the next run (this one's reply is sent)
         counter += 1
         try:
             spare = make_spare(counter, network, mode)

@@ -19,7 +19,7 @@ from typing import Union
 from ..errors import DatasetError, UnknownTaskError
 from .files import BIGCODEBENCH_ENV, DEFAULT_DATASET, load_bigcodebench, load_task_file, record_to_task
 from .humaneval import load_humaneval
-from .record import TEST_CLASS, Task, imported_modules, test_method_names
+from .record import TEST_CLASS, Task, imported_modules, test_method_names, third_party
 
 __all__ = [
     "Task",
@@ -32,6 +32,7 @@ __all__ = [
     "record_to_task",
     "test_method_names",
     "imported_modules",
+    "third_party",
     "BIGCODEBENCH_ENV",
     "DEFAULT_DATASET",
     "TEST_CLASS",

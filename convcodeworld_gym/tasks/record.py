@@ -6,10 +6,11 @@ import ast
 import hashlib
 import sys
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-__all__ = ["Task", "test_method_names", "imported_modules", "TEST_CLASS"]
+__all__ = ["Task", "test_method_names", "imported_modules", "third_party", "TEST_CLASS"]
 
 #: Name of the unittest class every task's test source defines.
 TEST_CLASS = "TestCases"
@@ -51,6 +52,15 @@ def test_method_names(test_source: str, class_name: str = TEST_CLASS) -> tuple[s
 
 
 test_method_names.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def third_party(modules: Iterable[str]) -> frozenset[str]:
+    """The names among ``modules`` (top-level) that are not of the standard library.
+
+    >>> sorted(third_party(["os", "numpy", "__future__"]))
+    ['numpy']
+    """
+    return frozenset(m for m in modules if m not in _STDLIB)
 
 
 def imported_modules(source: str) -> frozenset[str]:
@@ -129,7 +139,7 @@ class Task:
     def third_party_modules(self) -> frozenset[str]:
         """Non-standard-library modules named by ``libs`` or imported by the ground truth or the tests."""
         mods = set(self.libs) | imported_modules(self.ground_truth) | imported_modules(self.test)
-        return frozenset(m for m in mods if m not in _STDLIB)
+        return third_party(mods)
 
     @property
     def stdlib_only(self) -> bool:

@@ -1,0 +1,95 @@
+"""Workers by import profile: a run forks from the smallest warm worker that holds what its task imports.
+
+Real confined workers; each program reports which libraries its own process holds, and the tests judge it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from convcodeworld_gym.sandbox import SandboxExecutor
+from convcodeworld_gym.sandbox.profile import import_profile
+from convcodeworld_gym.tasks import Task
+
+pytest.importorskip("pandas")
+pytest.importorskip("matplotlib")
+
+_TEST = """import unittest
+class TestCases(unittest.TestCase):
+    def test_loaded(self):
+        self.assertEqual(task_func(), {expected!r})
+"""
+
+
+def _task(name: str, header: str, expected: list[str]) -> Task:
+    return Task(f"groups/{name}", "Which heavy libraries are loaded?", header + "def task_func():\n", "task_func",
+                "    import sys\n    return [m for m in ('numpy', 'pandas', 'matp' + 'lotlib') if m in sys.modules]\n",
+                _TEST.format(expected=expected))
+
+
+STDLIB = _task("stdlib", "import json\n", [])
+NUMPY = _task("numpy", "import numpy as np\n", ["numpy"])
+PANDAS = _task("pandas", "import pandas as pd\n", ["numpy", "pandas"])
+PLOTS = _task("plots", "import pandas as pd\nimport matplotlib.pyplot as plt\n", ["numpy", "pandas", "matplotlib"])
+
+
+def test_import_profiles_of_tasks():
+    assert [import_profile(t) for t in (STDLIB, NUMPY, PANDAS, PLOTS)] == ["stdlib", "numpy", "pandas", "pandas+matplotlib"]
+    scipy = Task("groups/own", "", "import scipy\ndef f():\n", "f", "    pass\n", "import unittest\n")
+    assert import_profile(scipy) == "own"
+
+
+def test_each_run_forks_from_the_smallest_worker_that_holds_its_imports():
+    with SandboxExecutor(workers=1, cache=False) as ex:
+        results = {t.task_id: ex.run(t, t.ground_truth) for t in (STDLIB, NUMPY, PANDAS, PLOTS)}
+        profiles = {t.task_id: ex.profile(t).imports for t in (STDLIB, PANDAS)}
+        groups = sorted(ex._groups)  # noqa: SLF001 - which groups were started
+    failed = {tid: r.tests[0].traceback[-300:] for tid, r in results.items() if not r.passed}
+    assert not failed  # each program saw exactly its profile's libraries: a pandas+matplotlib worker fails STDLIB
+    assert [r.details["worker_group"] for r in results.values()] == ["stdlib", "numpy", "pandas", "pandas+matplotlib"]
+    assert profiles == {"groups/stdlib": "stdlib", "groups/pandas": "pandas"}  # cached with the task's profile
+    assert groups == ["numpy", "pandas", "pandas+matplotlib", "stdlib"]
+
+
+def test_explicit_preload_keeps_one_group():
+    with SandboxExecutor(workers=1, preload=("numpy",), cache=False) as ex:
+        result = ex.run(NUMPY, NUMPY.ground_truth)
+        other = ex.run(STDLIB, STDLIB.ground_truth)
+    assert result.passed and result.details["worker_group"] == "all"
+    assert not other.passed  # numpy is loaded in the one group's worker, the stdlib task sees it
+
+
+def test_results_carry_the_stages_of_their_run(humaneval):
+    task = humaneval["HumanEval/0"]
+    with SandboxExecutor(workers=1, cache=False) as ex:
+        first, second = ex.run(task, task.ground_truth), ex.run(task, task.code_prompt + "    return 1\n")
+    for result in (first, second):
+        stages = result.details["stages"]
+        assert {"fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "tests_s", "previous_teardown_s"} <= set(stages)
+        assert all(0 <= v < 30 for v in stages.values()), stages
+    assert first.details["stages"]["previous_teardown_s"] == 0 < second.details["stages"]["previous_teardown_s"]
+
+
+_SAME_TEST = """import unittest
+class TestCases(unittest.TestCase):
+    def test_value(self):
+        self.assertEqual(task_func(), 2.0)
+    def test_type(self):
+        self.assertTrue(str(type(task_func())).endswith({suffix!r}))
+"""
+
+
+def test_a_program_that_imports_more_than_its_task_gets_a_judge_that_reads_its_values():
+    """Verdicts do not depend on the worker a run forks from: the judge must hold the classes of the values."""
+    numbers = Task("groups/number", "", "def task_func():\n", "task_func", "    return 2.0\n",
+                   _SAME_TEST.format(suffix="float64'>"))
+    numpy_program = "def task_func():\n    import numpy as np\n    return np.float64(2.0)\n"
+    plot_test = ("import unittest\nclass TestCases(unittest.TestCase):\n    def test_axes(self):\n"
+                 "        self.assertTrue(str(type(task_func())).endswith(\"matplotlib.axes._axes.Axes'>\"))\n")
+    plots = Task("groups/pandas-plot", "", "import pandas as pd\ndef task_func():\n", "task_func",
+                 "    return pd.DataFrame({'a': [1, 2]}).plot(y='a')\n", plot_test)
+    with SandboxExecutor(workers=1, cache=False) as ex:
+        by_numpy = ex.run(numbers, numpy_program)
+        by_pandas = ex.run(plots, plots.ground_truth)  # pandas imports matplotlib on first use
+    assert by_numpy.passed and by_numpy.details["worker_group"] == "numpy"
+    assert by_pandas.passed and by_pandas.details["worker_group"] == "pandas+matplotlib"
