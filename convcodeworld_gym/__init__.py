@@ -11,7 +11,8 @@ Importing the package registers the ids ``ConvCodeWorld-<combination>-v0`` (live
 >>> env.close()
 """
 
-from .bench import BanditRound, ReferenceLog, StaticReplay, load_reference
+from .reference import ReferenceLog, load_reference
+from .static import BanditRound, StaticReplay
 from .combos import ALL_CONFIGS, FeedbackConfig
 from .env import OBSERVATION_KEYS, ConvCodeWorldEnv
 from .errors import (

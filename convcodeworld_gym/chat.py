@@ -7,14 +7,7 @@ each turns a :class:`ChatFailure` into its own error type and message.
 A failure is *transient* (retried with exponential backoff) when the request times out,
 cannot connect, gets an HTTP status in :data:`RETRYABLE_STATUS` or any 5xx, or gets an
 answer that ``send`` rejects as :class:`Malformed` (or a body that is not JSON). Any other
-HTTP error (400, 401, 403, 404, ...) fails at once: retrying cannot fix a bad key or model.
-
-Holds:
-    RETRYABLE_STATUS     HTTP statuses retried besides every 5xx
-    Malformed            raised by ``send`` for a 200 answer with no usable content (retried)
-    ChatFailure          the request failed for good: status, one-line problem, attempts
-    request_with_retries the loop
-"""
+HTTP error (400, 401, 403, 404, ...) fails at once: retrying cannot fix a bad key or model."""
 
 from __future__ import annotations
 

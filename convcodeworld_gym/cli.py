@@ -4,8 +4,8 @@ Subcommands:
     demo              play a few episodes with the canonical solution and with a wrong-then-right
                       policy, printing every turn (offline: --dataset humaneval)
     evaluate          run a policy on every task of one or more ids, log every turn, print the report
-                      (logic: :mod:`.evaluate`, :mod:`.policies`)
-    report            print and write the tables and plot of a run directory (logic: :mod:`.report`)
+                      (logic: :mod:`.runs.evaluate`, :mod:`.policies`)
+    report            print and write the tables and plot of a run directory (logic: :mod:`.runs.report`)
     selfcheck         run every canonical solution of a task set in the sandbox; pass rate and why each failure failed
     runtime           build a task set's pinned runtime in its own venv (``runtime install bigcodebench``)
     import-reference  convert the reference implementation's result files into a turn log
@@ -25,13 +25,13 @@ from pathlib import Path
 import gymnasium as gym
 
 from .errors import ConvCodeWorldError
-from .evaluate import EvalConfig, default_dataset, run_evaluation
+from .runs.evaluate import EvalConfig, default_dataset, run_evaluation
 from .feedback.execution import FEEDBACK_STYLES
 from .observation import FEEDBACK_KEYS
 from .policies import POLICY_KINDS, make_policy
 from .protocol import PROTOCOLS
 from .registration import LIVE_IDS, env_id
-from .report import write_report
+from .runs.report import write_report
 from .sandbox import Executor, Limits, SandboxExecutor
 from .sandbox.confine import Level
 from .sandbox.runtimes import KNOWN_RUNTIMES, RUNTIME_PYTHON_ENV, RUNTIMES_DIR_ENV, install_runtime, resolve_runtime, runtimes_dir
@@ -82,7 +82,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_import_reference(args: argparse.Namespace) -> int:
-    from .reference_import import iteration_files, write_reference_log
+    from .runs.reference_import import iteration_files, write_reference_log
 
     files = list(args.files)
     if args.discover:
@@ -95,14 +95,14 @@ def cmd_import_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_correlate(args: argparse.Namespace) -> int:
-    from .correlation import correlate, format_correlations
+    from .runs.correlation import correlate, format_correlations
 
     print(format_correlations(correlate(args.live_dirs, args.static, reference=args.reference, max_turns=args.max_turns)))
     return 0
 
 
 def cmd_selfcheck(args: argparse.Namespace) -> int:
-    from .selfcheck import run_selfcheck
+    from .runs.selfcheck import run_selfcheck
     from .tasks import load_tasks
 
     ids = [t.strip() for t in args.task_ids.split(",") if t.strip()] if args.task_ids else None

@@ -1,12 +1,7 @@
 """The 9 feedback combinations of ConvCodeWorld.
 
 Compilation feedback (CF) is always on; execution feedback (EF) is none, partial or
-full; verbal feedback is none, novice (SNF) or expert (SEF).
-
-Holds:
-    FeedbackConfig  one combination, with its id part (``CF-EF_full-SNF``) and paper name
-    ALL_CONFIGS     the 9 combinations, in the paper's order
-"""
+full; verbal feedback is none, novice (SNF) or expert (SEF)."""
 
 from __future__ import annotations
 

@@ -3,13 +3,7 @@
 An episode is one task. Turn 0 is the model's first program; each later turn is a rewrite
 after feedback, up to ``max_turns`` (10) rewrites, so at most 11 programs. Every program is
 compiled (CF) and, when it compiles, run against *all* the task's tests: the reward is 1.0
-exactly when every test passes, whatever feedback the combination shows.
-
-Holds:
-    ConvCodeWorldEnv   the Gymnasium environment
-    Timings            per-step timings in ``info`` (compare equal: they are measurements)
-    OBSERVATION_KEYS   the keys of an observation, in order (from :mod:`.observation`)
-"""
+exactly when every test passes, whatever feedback the combination shows."""
 
 from __future__ import annotations
 
@@ -252,6 +246,38 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         return obs, info
 
     def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """Judge one reply: extract its code, compile it, run it against *all* the task's tests.
+
+        Args:
+            action: the model's raw reply (a fenced block is extracted) or bare code. A reply longer
+                than ``max_reply_chars`` is a failed turn that is never compiled or run.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``:
+
+            * ``observation`` (:class:`~convcodeworld_gym.observation.Observation`): ``task``; ``code``,
+              the code judged this step; ``compilation_feedback``; ``execution_feedback`` and
+              ``verbal_feedback``, ``""`` when the combination does not show them; ``turn``, the
+              index of the next submission.
+            * ``reward``: 1.0 exactly when every test passed, else 0.0, whatever feedback is shown.
+            * ``terminated``: the code passed. ``truncated``: it did not, and this was turn ``max_turns``.
+            * ``info``: ``task_id``; ``turn`` (the turn just judged); ``passed``; ``compile_ok``;
+              ``pass_fraction``; ``tests`` (one ``{"name", "outcome", "traceback"}`` per test);
+              ``crash`` (text or None); ``limits_hit``; ``confinement`` (what the sandbox achieved,
+              ``{}`` when nothing ran); ``judge`` (``"split"`` / ``"inprocess"`` / None) and ``forgeable``;
+              ``missing_modules`` / ``missing_data`` (what the runtime lacks of the task's needs);
+              ``profile`` (how the task was calibrated: mode, canonical time, a note when its canonical
+              run failed once or for good; ``{}`` when the executor reports none);
+              ``feedback_shown`` (``{"compilation": True, "execution": mode or None, "verbal": level or None}``);
+              ``verbal_feedback_source`` and ``verbal_feedback_details``; ``episode_end``
+              (``"passed"``, ``"max_turns"`` or None); ``shown_compiles`` and ``actionable`` (would the
+              reference's protocol call the model on this feedback, :mod:`~convcodeworld_gym.protocol`);
+              ``untrimmed_execution_feedback``; ``timings`` (:class:`Timings`; never part of equality).
+
+        Raises:
+            TypeError: ``action`` is not a ``str``.
+            ResetNeeded: the episode is over or was never started.
+        """
         if not isinstance(action, str):
             raise TypeError(f"action must be str (the model's reply or code), got {type(action).__name__}")
         if self._done or self._task is None:

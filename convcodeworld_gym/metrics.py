@@ -20,18 +20,7 @@ evaluated model's passes ``model[i]`` (its own turn-0 program at ``i = 0``, its 
   whose static turn-``t`` program passes or whose ``ref[0]`` passed. Once ``ref[i-1]``
   passed, the static run carries the reference's passing code at every turn ``>= i``, so
   those turns pass. Unlike live Pass@1 the curve can fall: each static turn is written anew
-  on the reference's history.
-
-Holds:
-    Scores               per-turn Pass@1, MRR, Recall over a set of tasks
-    first_pass_turn      turn index of the first ``True``
-    live_scores          Scores from first passing turns
-    static_credit_turn   the credited turn of one ConvCodeBench task (MRR)
-    static_recall        whether one ConvCodeBench task counts for Recall
-    static_pass_at_turn  one ConvCodeBench task's pass at each static turn
-    static_scores        Scores over ConvCodeBench tasks
-    spearman             Spearman's rank correlation (scipy)
-"""
+  on the reference's history."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ An observation is a dict: ``task`` (the instruction), ``code`` (the code judged 
 shown), and ``turn`` (index of the next submission).
 
 Holds:
+    Observation         the observation's ``TypedDict``
     OBSERVATION_KEYS    every key, in order
     TEXT_KEYS           the texts about the code judged: the code and the three feedbacks
     FEEDBACK_KEYS       the three feedback texts
@@ -18,33 +19,58 @@ Holds:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from gymnasium import spaces
+if TYPE_CHECKING:  # the space is built on demand, so the records and scoring need no Gymnasium
+    from gymnasium import spaces
 
-from .spaces import MAX_TEXT_CHARS, UnicodeText
-
-__all__ = ["OBSERVATION_KEYS", "TEXT_KEYS", "FEEDBACK_KEYS", "observation_space", "make_observation", "render_observation"]
+__all__ = ["Observation", "OBSERVATION_KEYS", "TEXT_KEYS", "FEEDBACK_KEYS", "observation_space", "make_observation", "render_observation"]
 
 FEEDBACK_KEYS: tuple[str, ...] = ("compilation_feedback", "execution_feedback", "verbal_feedback")
 TEXT_KEYS: tuple[str, ...] = ("code", *FEEDBACK_KEYS)
 OBSERVATION_KEYS: tuple[str, ...] = ("task", *TEXT_KEYS, "turn")
 
 
-def observation_space(max_turns: int, max_chars: int = MAX_TEXT_CHARS) -> spaces.Dict:
+class Observation(TypedDict):
+    """One observation of a convcodeworld-gym env (live or static replay); its keys are
+    :data:`OBSERVATION_KEYS`, in that order.
+
+    Attributes:
+        task: the instruction (the task's prompt).
+        code: the code judged last (``""`` before the first submission).
+        compilation_feedback: the compiler's text on ``code`` (``""`` before the first submission).
+        execution_feedback: the test results on ``code``; ``""`` when the combination shows none.
+        verbal_feedback: the simulated user's words; ``""`` when the combination shows none.
+        turn: index of the next submission (0 after reset; at most ``max_turns + 1``).
+    """
+
+    task: str
+    code: str
+    compilation_feedback: str
+    execution_feedback: str
+    verbal_feedback: str
+    turn: int
+
+
+def observation_space(max_turns: int, max_chars: int | None = None) -> spaces.Dict:
     """The space of every observation of an env with ``max_turns`` feedback turns (``turn``
-    runs to ``max_turns + 1``, the index after the last submission).
+    runs to ``max_turns + 1``, the index after the last submission); each text holds at
+    most ``max_chars`` characters (default :data:`~convcodeworld_gym.spaces.MAX_TEXT_CHARS`).
 
     >>> space = observation_space(10)
     >>> sorted(space.keys()) == sorted(OBSERVATION_KEYS), int(space["turn"].n)
     (True, 12)
     """
-    text = UnicodeText(max_chars)
+    from gymnasium import spaces
+
+    from .spaces import MAX_TEXT_CHARS, UnicodeText
+
+    text = UnicodeText(MAX_TEXT_CHARS if max_chars is None else max_chars)
     return spaces.Dict({**{key: text for key in ("task", *TEXT_KEYS)}, "turn": spaces.Discrete(max_turns + 2)})
 
 
 def make_observation(task: str, turn: int, *, code: str = "", compilation_feedback: str = "", execution_feedback: str = "",
-                     verbal_feedback: str = "") -> dict[str, Any]:
+                     verbal_feedback: str = "") -> Observation:
     """One observation; texts not shown are ``""``.
 
     >>> make_observation("Add.", 0)

@@ -2,15 +2,7 @@
 
 Logs are JSON-lines files that ``datasets.load_dataset("json", data_files=...)`` reads.
 Whole episodes are appended in one write and flushed to disk, so an interrupted run leaves
-complete episodes plus at most one torn last line, which readers ignore and writers cut.
-
-Holds:
-    TurnRecord        one row: task, turn, reply, code, the feedback shown, the truth (tests, pass)
-    turn_record       build a row from an env step
-    EpisodeLogWriter  append-only, resumable writer of whole episodes
-    read_turns        rows of a log (a local file/dir through ``datasets``, or a hub id)
-    group_episodes    rows -> {(feedback, task_id): [rows by turn]}
-"""
+complete episodes plus at most one torn last line, which readers ignore and writers cut."""
 
 from __future__ import annotations
 
@@ -31,10 +23,13 @@ __all__ = [
     "iter_jsonl",
     "group_episodes",
     "TURNS_FILE",
+    "METADATA_FILE",
 ]
 
 #: File name of the turn log inside a run directory.
 TURNS_FILE = "turns.jsonl"
+#: File name of the run's settings (versions, dataset, policy, seed) inside a run directory.
+METADATA_FILE = "metadata.json"
 
 
 @dataclass(frozen=True)

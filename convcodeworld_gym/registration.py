@@ -3,14 +3,7 @@
 
 Each id takes the env's kwargs (``dataset=``, ``max_turns=``, ``executor=``, ...) through
 ``gymnasium.make``; ``gymnasium.make_vec(id, n)`` without a mode builds a
-:class:`~convcodeworld_gym.vector.ThreadedVectorEnv` whose envs share one executor.
-
-Holds:
-    env_id         the id of a combination
-    LIVE_IDS       the 9 live ids, in the paper's order
-    BENCH_IDS      the 9 ConvCodeBench ids (they need ``log=``); PAPER_BENCH_IDS: the 5 of the paper
-    register_envs  register them all (idempotent; importing the package calls it)
-"""
+:class:`~convcodeworld_gym.vector.ThreadedVectorEnv` whose envs share one executor."""
 
 from __future__ import annotations
 
@@ -44,7 +37,7 @@ def register_envs() -> None:
     ``gymnasium.make_vec`` on a live id without a mode builds a threaded vector env whose
     envs share one executor.
     """
-    entry_points = {ENV_PREFIX: "convcodeworld_gym.env:ConvCodeWorldEnv", BENCH_PREFIX: "convcodeworld_gym.bench:StaticReplay"}
+    entry_points = {ENV_PREFIX: "convcodeworld_gym.env:ConvCodeWorldEnv", BENCH_PREFIX: "convcodeworld_gym.static:StaticReplay"}
     for prefix, entry_point in entry_points.items():
         vector = "convcodeworld_gym.vector:make_threaded_vector_env" if prefix == ENV_PREFIX else None
         for config in ALL_CONFIGS:

@@ -11,14 +11,7 @@ Vector envs: Gymnasium batches a ``UnicodeText`` as a ``Tuple`` of copies (``bat
 ``Text`` (used by ``AsyncVectorEnv``) stores charset indices of ``max_length`` characters and
 is read once, so it loses any character outside the charset and never updates; this module
 registers a replacement for ``UnicodeText``: UTF-8 in a fixed inline buffer per env, longer
-texts spilled to a private temporary file, read live on every step.
-
-Holds:
-    UnicodeText       a Text space that contains any Unicode string
-    MAX_TEXT_CHARS    default upper length bound of every text field
-    SharedTextBuffer  the shared memory of a batched UnicodeText (AsyncVectorEnv)
-    SharedTextView    the live read-side view of it (deep-copies to a tuple of str)
-"""
+texts spilled to a private temporary file, read live on every step."""
 
 from __future__ import annotations
 

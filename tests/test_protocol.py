@@ -2,6 +2,11 @@
 histories, counted at a real OpenAI-compatible server (the scripted one on 127.0.0.1) driven by
 the real ``openai`` client through ``convcodeworld evaluate``'s runner.
 
+What is tested is when the model is called, given each program's outcome: the programs are judged
+by the deterministic :class:`~convcodeworld_gym.testing.executor.FakeExecutor` from a table (RIGHT
+passes, WRONG fails every test, PARTIAL passes the 3 shown tests and fails the hidden one), and
+``test_the_fake_judges_these_programs_as_the_sandbox_does`` checks that table against the real sandbox.
+
 The expected counts are worked out by hand from the reference's ``pot.py`` ``forward`` (see
 REFERENCE.md, "The reference's turn protocol"); turn 0 is one call (no ``--turn0`` file).
 """
@@ -14,11 +19,13 @@ import pytest
 
 from convcodeworld_gym.combos import ALL_CONFIGS
 from convcodeworld_gym.errors import ContextOverflow
-from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
+from convcodeworld_gym.runs.evaluate import EvalConfig, run_evaluation
 from convcodeworld_gym.policies import OpenAIPolicy
 from convcodeworld_gym.protocol import act_with_retrim
 from convcodeworld_gym.records import read_turns
 from convcodeworld_gym.registration import env_id
+from convcodeworld_gym.sandbox import Outcome
+from convcodeworld_gym.testing.executor import FakeExecutor, table_rule
 from convcodeworld_gym.testing.openai_server import Reply, ScriptedOpenAIServer
 
 TEST = """import unittest
@@ -80,6 +87,33 @@ EXPECTED = {
 # program that does not compile away ("Passed all test runs": no follow-up call, 11), where
 # ours reports crashes truthfully under partial coverage (README, "Differences").
 REFERENCE_ONLY = {("CF-EF_partial", "fails_to_compile_then_compiles"): 11}
+
+
+#: Each program's outcomes, as the sandbox gives them (checked below).
+OUTCOMES = {
+    RIGHT: True,
+    WRONG: False,
+    PARTIAL: {"test_1": Outcome.PASSED, "test_2": Outcome.PASSED, "test_3": Outcome.PASSED, "test_4": Outcome.FAILED},
+}
+
+
+@pytest.fixture(scope="module")
+def executor():
+    """The fake judge of this module's programs (replaces conftest's sandbox here)."""
+    from convcodeworld_gym.extract import extract_code
+
+    return FakeExecutor(table_rule({extract_code(reply): outcome for reply, outcome in OUTCOMES.items()}))
+
+
+def test_the_fake_judges_these_programs_as_the_sandbox_does(task_file, executor, local_executor):
+    from convcodeworld_gym.extract import build_program, extract_code
+    from convcodeworld_gym.tasks import load_tasks
+
+    task = load_tasks(task_file)["double/0"]
+    for reply in OUTCOMES:
+        program = build_program(task, extract_code(reply))
+        fake, real = executor.run(task, program), local_executor.run(task, program)
+        assert [(t.name, t.outcome) for t in fake.tests] == [(t.name, t.outcome) for t in real.tests], reply
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +240,7 @@ def _run(tmp_path, name, script, task_file, executor, ids, **config):
 
 
 def test_turn0_samples_in_live_runs(task_file, executor, tmp_path):
-    from convcodeworld_gym.log_scores import live_run_scores
+    from convcodeworld_gym.runs.log_scores import live_run_scores
 
     right = "def task_func(x):\n    return 2 * x\n"
     rows, requests = _run(tmp_path, "right", lambda b: WRONG, task_file, executor, (env_id("CF-EF_full"),),
@@ -220,7 +254,7 @@ def test_turn0_samples_in_live_runs(task_file, executor, tmp_path):
 
 
 def test_turn0_samples_in_static_runs(task_file, executor, tmp_path):
-    from convcodeworld_gym.log_scores import run_scores
+    from convcodeworld_gym.runs.log_scores import run_scores
 
     reference, _ = _run(tmp_path, "reference", lambda b: WRONG, task_file, executor, (env_id("CF-EF_full"),), protocol="always")
     assert not any(r.passed for r in reference)

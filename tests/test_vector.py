@@ -8,7 +8,6 @@ seventh action is the ground truth (a real execution that passes and autoresets)
 from __future__ import annotations
 
 import copy
-import functools
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +21,7 @@ from convcodeworld_gym.feedback.context import TurnContext
 from convcodeworld_gym.sandbox import LocalExecutor, SandboxExecutor
 from convcodeworld_gym.spaces import SHARED_INLINE_BYTES, SharedTextBuffer, SharedTextView, UnicodeText
 from convcodeworld_gym.tasks import load_tasks
+from convcodeworld_gym.testing.executor import FakeExecutor
 
 TASK_ID = "HumanEval/0"
 NUM_ENVS, STEPS = 4, 50
@@ -79,12 +79,14 @@ def test_check_env_every_id(env_id: str) -> None:
 @pytest.mark.parametrize("env_id", LIVE_IDS)
 def test_vector_env_every_id(env_id: str, mode: str, executor: SandboxExecutor) -> None:
     truth = load_tasks("humaneval")[TASK_ID].ground_truth
-    achieved = executor.confinement["level"]
     kwargs = env_kwargs(env_id)
     if mode in ("sync", None):
         kwargs["executor"] = executor  # the session's SandboxExecutor, shared by all envs of the process
-    else:  # each worker process owns a (small) SandboxExecutor; the true default: test_default_executor_...
-        kwargs["executor"] = functools.partial(SandboxExecutor, workers=1, preload=())
+        achieved = executor.confinement["level"]
+    else:  # each worker process owns a FakeExecutor (the vector mechanics are tested here; a real
+        # SandboxExecutor per async worker: test_default_executor_in_async_and_threaded_vector_envs)
+        kwargs["executor"] = FakeExecutor
+        achieved = "none"
     envs = gym.make_vec(env_id, num_envs=NUM_ENVS, vectorization_mode=mode, **kwargs)
     if mode is None:
         subenvs = envs.unwrapped.envs

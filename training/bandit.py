@@ -2,16 +2,16 @@
 
 Each static turn of ConvCodeBench (:meth:`StaticReplay.rounds`) is a one-step problem: the
 context is the reference's frozen history (features of its last code's feedback:
-:class:`~convcodeworld_gym.choice.FeedbackFeatures`), the arms are repair strategies
+:class:`~convcodeworld_gym.training.choice.FeedbackFeatures`), the arms are repair strategies
 (:data:`ARMS`: repair one bug, start over, resend, regress; see
-:mod:`convcodeworld_gym.candidates`), and the reward is :meth:`StaticReplay.score` of the
+:mod:`convcodeworld_gym.training.candidates`), and the reward is :meth:`StaticReplay.score` of the
 arm's program: 1.0 iff it passes all tests, judged by the real sandbox. Every arm is scored
 in every round, so the learner (which only sees the reward of the arm it picked) can be
 compared with random choice, the best fixed arm in hindsight and the per-round best arm.
 
 The reference log is a SYNTHETIC coder's live run (``run_evaluation``), recorded once into
 ``--out/reference`` (resumed when present); the strategies act on the bugs of its code,
-recovered by replaying the coder (:func:`~convcodeworld_gym.candidates.replayed_state`).
+recovered by replaying the coder (:func:`~convcodeworld_gym.training.candidates.replayed_state`).
 The numbers are no claim about any model.
 
 Why mabwiser: a maintained library (Fidelity) with contextual policies (LinUCB, LinTS,
@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
-from convcodeworld_gym.bench import BanditRound, StaticReplay
-from convcodeworld_gym.candidates import apply_strategy, program, replayed_state
-from convcodeworld_gym.choice import FeedbackFeatures
-from convcodeworld_gym.evaluate import EvalConfig, run_evaluation
+from convcodeworld_gym.static import BanditRound, StaticReplay
+from convcodeworld_gym.training.candidates import apply_strategy, program, replayed_state
+from convcodeworld_gym.training.choice import FeedbackFeatures
+from convcodeworld_gym.runs.evaluate import EvalConfig, run_evaluation
 from convcodeworld_gym.policies import SyntheticCoder, fenced
 from convcodeworld_gym.sandbox import SandboxExecutor
 
@@ -53,7 +53,7 @@ from common import base_parser, pyplot, require_no_verbal, save_figure  # traini
 
 __all__ = ["ARMS", "context_vector", "reward_table", "run_learner", "build_parser", "main"]
 
-#: The arms: strategies of :mod:`convcodeworld_gym.candidates`.
+#: The arms: strategies of :mod:`convcodeworld_gym.training.candidates`.
 ARMS = ("repair", "resample", "keep", "regress")
 
 

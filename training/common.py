@@ -16,7 +16,7 @@ import argparse
 from typing import Any
 
 from convcodeworld_gym.combos import FeedbackConfig
-from convcodeworld_gym.report import headless_pyplot as pyplot
+from convcodeworld_gym.runs.report import headless_pyplot as pyplot
 
 __all__ = ["pyplot", "save_figure", "require_no_verbal", "base_parser"]
 

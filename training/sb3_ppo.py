@@ -1,8 +1,8 @@
 """PPO (Stable-Baselines3) picks one of K candidate programs per turn; compared with random choice.
 
-The env is :class:`~convcodeworld_gym.choice.CandidateChoiceEnv` over a live ConvCodeWorld env
+The env is :class:`~convcodeworld_gym.training.choice.CandidateChoiceEnv` over a live ConvCodeWorld env
 (every chosen program is executed by the real sandbox). Candidates come from the SYNTHETIC
-offline pool :class:`~convcodeworld_gym.candidates.SyntheticCandidates` (repair / keep /
+offline pool :class:`~convcodeworld_gym.training.candidates.SyntheticCandidates` (repair / keep /
 regress / garbage, shuffled), so the numbers say whether the agent learns to tell a repair
 from the rest by the features; they are no claim about any model. PPO trains on the env's
 reward plus a potential-based pass-fraction shaping (``--shaping``; 0 turns it off), which
@@ -39,8 +39,8 @@ import gymnasium as gym
 import numpy as np
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
-from convcodeworld_gym.candidates import SyntheticCandidates
-from convcodeworld_gym.choice import CandidateChoiceEnv
+from convcodeworld_gym.training.candidates import SyntheticCandidates
+from convcodeworld_gym.training.choice import CandidateChoiceEnv
 from convcodeworld_gym.sandbox import Executor, SandboxExecutor
 from convcodeworld_gym.tasks import load_tasks
 

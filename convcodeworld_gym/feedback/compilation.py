@@ -1,10 +1,4 @@
-"""Compilation feedback (CF): Python's ``compile()`` of the model's code.
-
-Holds:
-    NO_SYNTAX_ERRORS      the text shown when the code compiles
-    compilation_feedback  code -> (compiles?, feedback text)
-    compiled              the reader: does a CF text say the code compiled
-"""
+"""Compilation feedback (CF): Python's ``compile()`` of the model's code."""
 
 from __future__ import annotations
 

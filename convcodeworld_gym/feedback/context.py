@@ -1,10 +1,4 @@
-"""What a verbal-feedback provider is given about one turn, and what it may return.
-
-Holds:
-    TurnContext    the task, the code just judged, and the feedback shown for it
-    VerbalReply    feedback text plus where it came from (source, token usage, latency, leak guard)
-    VerbalFeedback the protocol every novice/expert provider implements
-"""
+"""What a verbal-feedback provider is given about one turn, and what it may return."""
 
 from __future__ import annotations
 

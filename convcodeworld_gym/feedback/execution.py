@@ -23,17 +23,7 @@ Two styles of the same facts (``FEEDBACK_STYLES``):
   that does not compile gets ``ALL`` and its SyntaxError's text, as the reference's run of
   it reported (``expected ':' (__test__.py, line 3)``).
 * ``"rich"``: source lines in every frame, the whole traceback of a crash, a block per test
-  stopped by a time limit; no EF for code that does not compile (CF says it all).
-
-Holds:
-    PASSED_ALL_TEST_RUNS, PARTIAL_TEST_COUNT, FEEDBACK_STYLES
-    execution_feedback      ExecutionResult -> text (full or partial, either style)
-    compile_error_feedback  the reference's EF of code that does not compile
-    shows_failure           does an EF text show a failure (the reference's test)
-    failing_tests           the test names an EF text shows failing
-    trim_feedback           the reference's front/back trimming
-    retrim_windows          the (front, back) windows the reference retries with on context overflow
-"""
+  stopped by a time limit; no EF for code that does not compile (CF says it all)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""Policies: what writes the code in an evaluation run.
-
-Holds:
-    Policy, PolicyEpisode, PolicyReply   the interface (:mod:`.base`)
-    OpenAIPolicy, LLMError               any OpenAI-compatible chat endpoint (:mod:`.llm`)
-    OraclePolicy, ReplayPolicy           the canonical solution; logged replies (:mod:`.offline`)
-    SyntheticCoder                       SYNTHETIC offline coder with seeded bugs (:mod:`.synthetic`)
-    initial_prompt, refinement_prompt    the LLM prompts (:mod:`.prompts`)
-"""
+"""Policies: what writes the code in an evaluation run."""
 
 from .base import Policy, PolicyEpisode, PolicyReply, fenced
 from .llm import LLMError, OpenAIPolicy

@@ -1,10 +1,4 @@
-"""Offline policies that need no model: the oracle and the replay of logged replies.
-
-Holds:
-    OraclePolicy  replies with the task's canonical solution (the runner's self-check)
-    ReplayPolicy  replies from a JSON-lines file of ``task_id``, ``turn``, ``reply``
-                  (BigCodeBench samples, ``task_id`` + ``solution``, count as turn 0)
-"""
+"""Offline policies that need no model: the oracle and the replay of logged replies."""
 
 from __future__ import annotations
 

@@ -12,16 +12,7 @@ this turn's feedback locates a bug: ``none`` < ``compile`` (a compile error, whi
 the syntax slip) < ``novice`` (a novice's words) < ``test`` (a failing test shown) <
 ``expert`` (an expert's words). Bugs and random draws depend only on ``(seed, task_id)``,
 not on the combination, so turn 0 is the same in every combination and more precise
-feedback never repairs later than less precise feedback on the same task.
-
-Holds:
-    SyntheticCoder   the policy (``strength`` in [0, 1])
-    Mutation         one injected bug
-    inject_bugs      the bugs an episode starts with
-    apply_mutations  ground truth + bugs -> program text
-    feedback_level   how precisely an observation locates a bug
-    PRECISION        repair probability factor per feedback level
-"""
+feedback never repairs later than less precise feedback on the same task."""
 
 from __future__ import annotations
 

@@ -58,7 +58,17 @@ class Executor(abc.ABC):
 
     @abc.abstractmethod
     def run(self, task: Task, program: str) -> ExecutionResult:
-        """Execute ``program`` followed by ``task.test`` and return the outcomes."""
+        """Execute ``program`` followed by ``task.test`` and return the outcomes.
+
+        Implementations start with :meth:`refuse_oversized` (the one code-size guard)."""
+
+    def refuse_oversized(self, task: Task, program: str) -> ExecutionResult | None:
+        """The not-run result of a program longer than ``limits.max_code_chars``; None when it fits."""
+        if len(program) <= self.limits.max_code_chars:
+            return None
+        return ExecutionResult.not_executed(
+            task.test_names, f"Not run: the program has {len(program)} characters, over the limit of {self.limits.max_code_chars}."
+        )
 
     def run_many(self, jobs: Sequence[tuple[Task, str]], max_workers: int | None = None) -> list[ExecutionResult]:
         """Run several (task, program) jobs concurrently; results come back in job order."""

@@ -36,7 +36,7 @@ from .clock import SuiteClock
 from .executor import Executor, Limits
 from .interpreter import shim_dir
 from .reap import has_exited, kill_group
-from .result import ExecutionResult, Outcome, TestResult
+from .result import ExecutionResult, Outcome, TestResult, cut_middle
 
 if TYPE_CHECKING:
     from .needs import RuntimeProbe
@@ -113,10 +113,8 @@ class LocalExecutor(Executor):
         return self._probe
 
     def run(self, task: Task, program: str) -> ExecutionResult:
-        if len(program) > self.limits.max_code_chars:
-            return ExecutionResult.not_executed(
-                task.test_names, f"Not run: the program has {len(program)} characters, over the limit of {self.limits.max_code_chars}."
-            )
+        if (refused := self.refuse_oversized(task, program)) is not None:
+            return refused
         started = time.monotonic()
         workdir = tempfile.mkdtemp(prefix="ccw_")  # no "-": task 1127 splits paths on it
         try:
@@ -263,10 +261,7 @@ def describe_exit(returncode: int | None, unfinished: str = "did not exit") -> s
 
 
 def _cap(text: str) -> str:
-    if len(text) <= MAX_TRACEBACK_CHARS:
-        return text
-    half = MAX_TRACEBACK_CHARS // 2
-    return f"{text[:half]}\n... [{len(text) - 2 * half} characters cut] ...\n{text[-half:]}"
+    return cut_middle(text, MAX_TRACEBACK_CHARS, own_lines=True)
 
 
 def assemble(

@@ -329,10 +329,8 @@ class SandboxExecutor(Executor):
         return found
 
     def run(self, task: Task, program: str) -> ExecutionResult:
-        if len(program) > self.limits.max_code_chars:
-            return ExecutionResult.not_executed(
-                task.test_names, f"Not run: the program has {len(program)} characters, over the limit of {self.limits.max_code_chars}."
-            )
+        if (refused := self.refuse_oversized(task, program)) is not None:
+            return refused
         if self.judge != "auto":
             mode, limits, profile = Mode(self.judge), self.limits, None
         elif self.calibrate:

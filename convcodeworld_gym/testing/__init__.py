@@ -1,9 +1,7 @@
-"""Test utilities for users and for this package's own tests.
+"""Test utilities for users and for this package's own tests: a scripted OpenAI-compatible
+server (:mod:`.openai_server`) and a deterministic fake executor (:mod:`.executor`)."""
 
-Holds:
-    ScriptedOpenAIServer, Reply   a real HTTP server on 127.0.0.1 speaking the OpenAI chat API
-"""
-
+from .executor import FakeExecutor
 from .openai_server import Reply, ScriptedOpenAIServer
 
-__all__ = ["ScriptedOpenAIServer", "Reply"]
+__all__ = ["ScriptedOpenAIServer", "Reply", "FakeExecutor"]

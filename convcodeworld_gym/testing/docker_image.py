@@ -4,12 +4,7 @@ Nothing can be pulled from a registry here, so the image is a tiny root file sys
 assembled in Python and loaded with ``docker import``: merged-``/usr`` symlinks, an
 ``/etc/passwd`` with ``nobody``, empty mount points. At run time the host's ``/usr`` (shell,
 coreutils, shared libraries) and the host Python's install prefix are bind-mounted
-read-only; the container user (nobody) never needs to traverse the host's ``/root``.
-
-Holds:
-    HostPythonImage        what a DockerExecutor needs to use the image (tag, mounts, python)
-    build_host_python_image  build (or reuse) the image on an engine
-"""
+read-only; the container user (nobody) never needs to traverse the host's ``/root``."""
 
 from __future__ import annotations
 

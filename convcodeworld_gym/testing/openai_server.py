@@ -16,12 +16,7 @@ bodies, in a scripted order or from a function of the request.
 >>> first.choices[0].message.content, third.choices[0].message.content, len(server.requests)
 ('hello', 'again', 3)
 >>> server.requests[0]["body"]["messages"][0]["content"]
-'hi'
-
-Holds:
-    Reply                 one scripted answer (text, status, delay, raw body)
-    ScriptedOpenAIServer  the server; a context manager
-"""
+'hi'"""
 
 from __future__ import annotations
 

@@ -16,13 +16,7 @@ alone does **not** switch ``"auto"`` to the paid API):
 ``CONVCODEWORLD_SIMULATOR_BASE_URL``      OpenAI-compatible base URL (default OpenAI's)
 ``CONVCODEWORLD_SIMULATOR_API_KEY``       key; falls back to ``OPENAI_API_KEY``
 ``CONVCODEWORLD_SIMULATOR_CACHE``         sqlite cache file (default ``~/.cache/convcodeworld-gym/verbal_feedback.sqlite``)
-========================================  ==============================================
-
-Holds:
-    make_simulator   the factory
-    LLMSimulator, OfflineSimulator, FeedbackCache   the parts (see their modules)
-    should_speak     when each level speaks (:mod:`.rules`)
-"""
+========================================  =============================================="""
 
 from __future__ import annotations
 

@@ -6,13 +6,7 @@ key or the value, so a cache file can be shared: a second run of the same episod
 every answer from it, byte-identical, and makes no API call.
 
 One sqlite file, WAL journal, one short transaction per read or write, so several
-processes can share it; a race on the same key keeps the first answer.
-
-Holds:
-    FeedbackCache   the sqlite store (``get`` / ``put``), a context manager
-    cache_key       the content address of one request
-    default_cache_path  ``$CONVCODEWORLD_SIMULATOR_CACHE`` or the user's cache dir
-"""
+processes can share it; a race on the same key keeps the first answer."""
 
 from __future__ import annotations
 

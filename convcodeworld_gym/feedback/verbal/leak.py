@@ -7,12 +7,7 @@ A line of the ground truth is *non-trivial* when, stripped, it is at least
 ``MIN_LINE_CHARS`` long and is not an import, a ``def``/``class`` line, a decorator, a
 comment or docstring quote, and holds some computation (one of ``= ( [ { + - * / % < >``):
 ``raise ValueError`` or ``return result`` alone reveal nothing. Matching ignores
-differences in whitespace.
-
-Holds:
-    leaked_lines  the non-trivial ground-truth lines that occur in a text
-    redact        replace those lines in a text with ``[...]``
-"""
+differences in whitespace."""
 
 from __future__ import annotations
 

@@ -8,11 +8,7 @@ backoff; after the last try a :class:`SimulatorError` names the endpoint and the
 Feedback is never silently empty because the endpoint failed.
 
 Expert replies pass the leak guard: when they quote a non-trivial ground-truth line, the
-model is asked once to rewrite; if the rewrite still quotes one, those lines are redacted.
-
-Holds:
-    LLMSimulator   the provider (a :class:`VerbalFeedback`)
-"""
+model is asked once to rewrite; if the rewrite still quotes one, those lines are redacted."""
 
 from __future__ import annotations
 

@@ -11,12 +11,7 @@ imports of both programs to name what is missing; it names exceptions the ground
 raises and the candidate never does. Its text passes the same leak guard as the LLM's.
 
 Phrasing is drawn from a few variants with a generator seeded by ``seed``, the task id,
-the turn and the code: the same seed gives the same text.
-
-Holds:
-    OfflineSimulator   the provider (a :class:`VerbalFeedback`)
-    error_summary      the exception line and line number of a traceback text
-"""
+the turn and the code: the same seed gives the same text."""
 
 from __future__ import annotations
 

@@ -3,13 +3,7 @@
 The probe wraps the task's entry point, runs one test method of ``TestCases`` (with its
 ``setUp``/``tearDown``), and reports for every call of the entry point the arguments (as
 ``repr`` before the call), and what it returned or raised. Nothing runs in this process:
-the probe is a test suite handed to the executor, so it is confined like any program.
-
-Holds:
-    Call             one recorded call of the entry point
-    probe_calls      task + program + test name -> the calls (or ``None`` if the probe could not run)
-    first_difference the first call where a candidate behaves unlike the ground truth
-"""
+the probe is a test suite handed to the executor, so it is confined like any program."""
 
 from __future__ import annotations
 

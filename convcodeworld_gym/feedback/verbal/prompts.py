@@ -5,14 +5,7 @@ example (sorting a list of integers), then the fields of this turn: the task, fo
 expert the ground-truth program, the previous code, and the feedback the user sees
 (novice: compilation feedback and, when EF is on, execution feedback; expert: execution
 feedback when EF is on and the shown tests failed). The model answers with a short
-``Reasoning:`` and then ``User Feedback:``; only the feedback is kept.
-
-Holds:
-    build_messages      TurnContext + expertise -> chat messages
-    LEAK_RETRY_MESSAGE  the follow-up that asks an expert to rewrite a reply that quoted the reference
-    parse_reply         the ``User Feedback:`` part of a reply, with code blocks removed
-    strip_code_blocks   remove fenced code (the novice may keep quoted error output)
-"""
+``Reasoning:`` and then ``User Feedback:``; only the feedback is kept."""
 
 from __future__ import annotations
 

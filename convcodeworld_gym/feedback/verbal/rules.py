@@ -10,13 +10,7 @@ The rules follow the reference implementation:
 * **Expert** (SEF) sees the ground truth. It speaks on every failed program that compiled,
   also when the shown tests pass (hidden tests failed). On a program that does not compile
   it is silent: in the reference the model then refines from the compilation feedback
-  alone, and the expert is not asked.
-
-Holds:
-    Expertise        ``"novice"`` or ``"expert"``
-    should_speak     the rule above, for one turn
-    shown_failures   the failing tests (and crash) that the shown execution feedback names
-"""
+  alone, and the expert is not asked."""
 
 from __future__ import annotations
 

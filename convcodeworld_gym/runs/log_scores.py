@@ -1,0 +1,150 @@
+"""Scores of runs from their logs: live (ConvCodeWorld) and static (ConvCodeBench).
+
+The metric definitions live in :mod:`.metrics`; this module only turns log rows into their
+inputs and checks that the rows are complete.
+
+* Live: per task, the first passing turn of its episode.
+* Static: per task, the reference's passes (from the reference log) and the evaluated
+  model's passes at the turns it played (from the static run), walked as
+  :mod:`.metrics` says. The model's own turn-0 program (credited 1 with
+  ``compensate_init=True``, the reference's default) is not part of a static replay,
+  which starts at turn 1: it comes from ``turn0`` rows (the same model's live run, or a
+  run whose turn 0 came from its BigCodeBench samples) when given.
+  A static episode that ended at the model's pass (``StaticReplay(stop_on_pass=True)``)
+  lacks the model's later turns; they count as passing (its passing code carried over),
+  where the reference writes each of them anew on the reference's history.
+
+Holds:
+    combinations          the feedback combinations a set of rows holds
+    live_run_scores       Scores of a live run, one combination
+    static_run_scores     Scores of a static run against its reference log, one combination
+    run_scores            either, decided by the rows; the function report code calls per combination
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ..reference import ReferenceLog, ReferenceSpec, load_reference
+from ..combos import ALL_CONFIGS, FeedbackConfig
+from ..errors import ReferenceLogError
+from ..metrics import DEFAULT_MAX_TURNS, Scores, first_pass_turn, live_scores, static_scores
+from ..records import TurnRecord, group_episodes
+
+__all__ = ["combinations", "live_run_scores", "static_run_scores", "run_scores"]
+
+
+def combinations(rows: Iterable[TurnRecord]) -> list[str]:
+    """The combinations (id parts) present in ``rows``, in the paper's order."""
+    present = {row.feedback for row in rows}
+    unknown = sorted(present - {c.name for c in ALL_CONFIGS})
+    if unknown:
+        raise ReferenceLogError(f"rows name unknown feedback combination(s) {unknown}; expected id parts like 'CF-EF_full-SNF'")
+    return [c.name for c in ALL_CONFIGS if c.name in present]
+
+
+def _episodes(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, first_turn: int, what: str) -> dict[str, list[TurnRecord]]:
+    name = FeedbackConfig.parse(feedback).name
+    rows = list(rows)
+    episodes = {task_id: turns for (combo, task_id), turns in group_episodes(rows).items() if combo == name}
+    if not episodes:
+        raise ReferenceLogError(f"the {what} has no rows for combination {name} (it holds: {', '.join(combinations(rows)) or 'no rows'})")
+    for task_id, turns in episodes.items():
+        numbers = [row.turn for row in turns]
+        expected = list(range(first_turn, first_turn + len(turns)))
+        if numbers != expected:
+            raise ReferenceLogError(
+                f"the {what}'s {name} episode of {task_id!r} has turns {numbers}, expected {expected}: "
+                "a turn is missing or duplicated; re-run that task"
+            )
+    return episodes
+
+
+def live_run_scores(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, max_turns: int = DEFAULT_MAX_TURNS) -> Scores:
+    """Pass@turn, MRR and Recall of a live run's episodes of one combination.
+
+    >>> from convcodeworld_gym.records import TurnRecord
+    >>> row = lambda task, turn, passed: TurnRecord("CF", task, turn, "", "", "", "", "", True, passed, float(passed), 0.0)
+    >>> s = live_run_scores([row("a", 0, False), row("a", 1, True), row("b", 0, False)], "CF")
+    >>> s.mrr, s.recall, s.pass_at_turn[:2]
+    (0.25, 0.5, (0.0, 0.5))
+    """
+    episodes = _episodes(rows, feedback, 0, "live run")
+    return live_scores([first_pass_turn([row.passed for row in turns]) for turns in episodes.values()], max_turns)
+
+
+def static_run_scores(
+    rows: Iterable[TurnRecord],
+    feedback: str | FeedbackConfig,
+    reference: ReferenceSpec | None = None,
+    *,
+    turn0: Iterable[TurnRecord] | None = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    compensate_init: bool = True,
+) -> Scores:
+    """ConvCodeBench Pass@turn (turns 1..), MRR and Recall of a static run's episodes of one combination.
+
+    Args:
+        rows: the static run (turns 1..; every task it holds is scored). Turn-0 rows among them
+            are the model's own turn 0 (a run with ``--turn0`` judges its samples so).
+        reference: the reference log; by default the one the rows name (``TurnRecord.reference``).
+        turn0: rows holding the evaluated model's own turn-0 program per task (its live run's
+            rows do; those of the same combination are preferred, else any combination's);
+            default: the run's own turn-0 rows. Without any, MRR and Recall ignore the model's turn 0.
+        compensate_init: credit the model's own turn-0 pass 1 in MRR (the reference's default).
+
+    Raises:
+        ReferenceLogError: the reference lacks a task of the run, a run episode misses a turn,
+            no reference is given or named, or ``turn0`` lacks a task.
+    """
+    name = FeedbackConfig.parse(feedback).name
+    rows = list(rows)
+    logged_turn0 = [row for row in rows if row.turn == 0 and row.feedback == name]  # the run's own (--turn0)
+    rows = [row for row in rows if row.turn != 0]
+    if turn0 is None and logged_turn0:
+        turn0 = logged_turn0
+    episodes = _episodes(rows, name, 1, "static run")
+    if reference is None:
+        named = {row.reference for turns in episodes.values() for row in turns}
+        if len(named) != 1 or not next(iter(named)):
+            raise ReferenceLogError(
+                f"the static run's {name} rows name {sorted(named)} as their reference log; pass reference=<the log it replayed>"
+            )
+        reference = named.pop()
+    log: ReferenceLog = load_reference(reference, name, max_turns)
+    own_turn0: dict[str, bool] = {}
+    if turn0 is not None:
+        firsts = [row for row in turn0 if row.turn == 0]
+        # the same combination's turn 0 when present, else any combination's (turn 0 sees no feedback)
+        own_turn0 = {row.task_id: row.passed for row in firsts if row.feedback != name}
+        own_turn0.update({row.task_id: row.passed for row in firsts if row.feedback == name})
+        missing = [task_id for task_id in episodes if task_id not in own_turn0]
+        if missing:
+            raise ReferenceLogError(f"the turn-0 rows lack task(s) {missing[:5]}; pass the model's run that played every task")
+    items = []
+    for task_id, turns in episodes.items():
+        model = {row.turn: row.passed for row in turns}
+        if turns[-1].passed:  # the episode stopped at the model's pass: its code is carried over
+            model.update({t: True for t in range(turns[-1].turn + 1, max_turns + 1)})
+        if task_id in own_turn0:
+            model[0] = own_turn0[task_id]
+        items.append((log.passes(task_id), model))
+    return static_scores(items, max_turns, compensate_init=compensate_init)
+
+
+def run_scores(
+    rows: Sequence[TurnRecord],
+    feedback: str | FeedbackConfig,
+    *,
+    reference: ReferenceSpec | None = None,
+    turn0: Iterable[TurnRecord] | None = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    compensate_init: bool = True,
+) -> Scores:
+    """Scores of one combination of a run, static when its rows name a reference log (or
+    ``reference`` is given), else live. ``compensate_init`` applies to static scores only."""
+    name = FeedbackConfig.parse(feedback).name
+    static = reference is not None or any(row.reference for row in rows if row.feedback == name)
+    if static:
+        return static_run_scores(rows, name, reference, turn0=turn0, max_turns=max_turns, compensate_init=compensate_init)
+    return live_run_scores(rows, name, max_turns)

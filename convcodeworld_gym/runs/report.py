@@ -1,0 +1,229 @@
+"""The report of a run: the reference's two tables and the Pass@1-per-turn plot.
+
+Table 1 is Pass@1 (%) at each turn 0..max_turns, one column per feedback combination;
+Table 2 is MRR and Recall (%), one column per combination. Both are printed and written as
+Markdown (``report.md``) and CSV (``pass_at_turn.csv``, ``mrr_recall.csv``); the plot is
+``pass_at_turn.png``. Scores come from :mod:`.metrics` (live: the first passing turn)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..combos import FeedbackConfig
+from ..metrics import DEFAULT_MAX_TURNS, Scores
+from ..records import METADATA_FILE, TURNS_FILE, TurnRecord, read_turns
+from .log_scores import combinations, run_scores
+
+__all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "headless_pyplot",
+           "REPORT_FILES"]
+
+#: Files :func:`write_report` writes, by role.
+REPORT_FILES = {"markdown": "report.md", "pass_csv": "pass_at_turn.csv", "mrr_csv": "mrr_recall.csv", "plot": "pass_at_turn.png"}
+
+
+def _label(name: str) -> str:
+    try:
+        return FeedbackConfig.parse(name).paper_name
+    except ValueError:
+        return name
+
+
+def scores_by_combination(
+    rows: Iterable[TurnRecord], max_turns: int = DEFAULT_MAX_TURNS, *, compensate_init: bool = True
+) -> dict[str, Scores]:
+    """Scores per combination (id part, e.g. ``CF-EF_full``), in the paper's order: static
+    (ConvCodeBench) for rows that name a reference log, live otherwise. ``compensate_init``:
+    see :func:`~convcodeworld_gym.metrics.static_credit_turn`.
+
+    >>> rows = [TurnRecord("CF", "t/0", 0, "", "", "", "", "", True, False, 0.0, 0.0),
+    ...         TurnRecord("CF", "t/0", 1, "", "", "", "", "", True, True, 1.0, 1.0)]
+    >>> s = scores_by_combination(rows, max_turns=2)["CF"]
+    >>> s.pass_at_turn, s.mrr
+    ((0.0, 1.0, 1.0), 0.5)
+    """
+    rows = list(rows)
+    return {name: run_scores(rows, name, max_turns=max_turns, compensate_init=compensate_init) for name in combinations(rows)}
+
+
+@dataclass(frozen=True)
+class Report:
+    """Scores of one run, per combination, with what the captions need.
+
+    Attributes:
+        scores: combination id part -> :class:`~convcodeworld_gym.metrics.Scores`, paper order.
+        max_turns: last turn index of Table 1.
+        policy: the policy's name; ``synthetic``: whether it is the SYNTHETIC coder.
+        dataset: the task set's name; ``benchmark``: ``ConvCodeWorld`` or another id prefix.
+    """
+
+    scores: Mapping[str, Scores]
+    max_turns: int = DEFAULT_MAX_TURNS
+    policy: str = ""
+    synthetic: bool = False
+    dataset: str = ""
+    benchmark: str = "ConvCodeWorld"
+
+    @property
+    def turns(self) -> range:
+        """The turns of Table 1: from 0 (live) or 1 (static: the reference prints no turn-0 row)."""
+        first = min((s.first_turn for s in self.scores.values()), default=0)
+        return range(first, self.max_turns + 1)
+
+    def pass_table(self) -> tuple[list[str], list[list[str]]]:
+        """Header and rows of Table 1: ``Turn`` then Pass@1 (%) per combination."""
+        header = ["Turn"] + [_label(n) for n in self.scores]
+        rows = [[str(t)] + [_percent(s.pass_at(t)) for s in self.scores.values()] for t in self.turns]
+        return header, rows
+
+    def mrr_table(self) -> tuple[list[str], list[list[str]]]:
+        """Header and rows of Table 2: ``Metric`` then MRR and Recall (%) per combination."""
+        header = ["Metric"] + [_label(n) for n in self.scores]
+        rows = [
+            ["MRR"] + [f"{100 * s.mrr:.1f}" for s in self.scores.values()],
+            ["Recall"] + [f"{100 * s.recall:.1f}" for s in self.scores.values()],
+        ]
+        return header, rows
+
+    def _subject(self) -> str:
+        who = f"{self.policy} (SYNTHETIC: no claim about any model)" if self.synthetic else self.policy
+        counts = sorted({s.n_tasks for s in self.scores.values()})
+        tasks = f"{counts[0]} tasks" if len(counts) == 1 else "tasks per combination: " + ", ".join(
+            f"{_label(n)} {s.n_tasks}" for n, s in self.scores.items()
+        )
+        return f"{who} on {self.benchmark} ({self.dataset}, {tasks})"
+
+    def captions(self) -> tuple[str, str]:
+        return (
+            f"Table 1. Pass@1 (%) of {self._subject()} at each turn.",
+            f"Table 2. MRR and Recall (%) of {self._subject()}.",
+        )
+
+    def markdown(self) -> str:
+        """Both tables with captions and the legend of abbreviations, as Markdown."""
+        c1, c2 = self.captions()
+        legend = (
+            "CF: compilation feedback; EF: execution feedback (partial: first 3 tests, full: all tests); "
+            "SNF / SEF: simulated novice / expert feedback."
+        )
+        return f"{_md(*self.pass_table())}\n\n{c1}\n\n{_md(*self.mrr_table())}\n\n{c2}\n\n{legend}\n"
+
+
+def _percent(share: float | None) -> str:
+    return "" if share is None else f"{100 * share:.1f}"
+
+
+def _md(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    line = lambda cells: "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    return "\n".join([line(header), "| " + " | ".join("-" * (w - 1) + ":" for w in widths) + " |", *map(line, rows)])
+
+
+def _csv(header: list[str], rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def load_report(run_dir: str | os.PathLike[str], *, compensate_init: bool = True) -> Report:
+    """The report of a run directory (``turns.jsonl`` read through ``datasets``; ``metadata.json`` if present).
+    ``compensate_init``: static MRR credits the model's own turn-0 pass (the reference's default).
+
+    Raises:
+        FileNotFoundError: the directory has no ``turns.jsonl`` (nothing was run there).
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / TURNS_FILE).exists():
+        raise FileNotFoundError(f"{run_dir} has no {TURNS_FILE}; pass the --out directory of a `convcodeworld evaluate` run")
+    meta_path = run_dir / METADATA_FILE
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
+    config = meta.get("config", {})
+    max_turns = int(config.get("max_turns", DEFAULT_MAX_TURNS))
+    import datasets
+
+    quiet = datasets.utils.logging.is_progress_bar_enabled()
+    datasets.utils.logging.disable_progress_bar()
+    try:
+        rows = read_turns(run_dir)
+    finally:
+        if quiet:
+            datasets.utils.logging.enable_progress_bar()
+    if not rows:
+        raise ValueError(f"{run_dir / TURNS_FILE} holds no finished episode yet")
+    ids = config.get("ids") or ["ConvCodeWorld-"]
+    return Report(
+        scores=scores_by_combination(rows, max_turns, compensate_init=compensate_init),
+        max_turns=max_turns,
+        policy=str(config.get("policy", {}).get("name", rows[0].policy)),
+        synthetic=bool(meta.get("synthetic", False)),
+        dataset=str(config.get("dataset", {}).get("name", "")),
+        benchmark=str(ids[0]).split("-", 1)[0],
+    )
+
+
+def headless_pyplot() -> Any:
+    """``matplotlib.pyplot``, on the Agg backend unless one was chosen already (so no display is needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
+    """Pass@1 (%) against turn, one line per combination (colour: EF; line style: verbal feedback)."""
+    plt = headless_pyplot()
+    colours = {"none": "tab:blue", "partial": "tab:orange", "full": "tab:green"}
+    styles = {"none": "-", "novice": "--", "expert": ":"}
+    markers = {"none": "o", "novice": "s", "expert": "^"}
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
+    turns = list(report.turns)
+    count = len(report.scores)
+    for i, (name, scores) in enumerate(report.scores.items()):
+        try:
+            cfg = FeedbackConfig.parse(name)
+            style = {"color": colours[cfg.execution], "linestyle": styles[cfg.verbal], "marker": markers[cfg.verbal]}
+        except ValueError:
+            style = {"marker": "x"}
+        ax.plot(list(scores.turns), [100 * p for p in scores.pass_at_turn], label=_label(name), linewidth=1.5 + 0.45 * (count - 1 - i), markersize=5, **style)
+        # earlier lines are drawn wider, so a line hidden under a later one still shows at its edges
+    ax.set_xlabel("Turn (0 = first program, then one rewrite per feedback turn)")
+    ax.set_ylabel("Pass@1 (%)")
+    ax.set_xticks(turns)
+    ax.set_ylim(0, 100)
+    ax.grid(True, alpha=0.3)
+    title = f"{report.benchmark}: Pass@1 per turn — {report.policy}"
+    if report.synthetic:
+        title += "\nSYNTHETIC coder: no claim about any model"
+    ax.set_title(title, fontsize=11)
+    ax.legend(title="Feedback", loc="lower right", fontsize=9)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def write_report(
+    run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, compensate_init: bool = True
+) -> tuple[Report, dict[str, Path]]:
+    """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv`` and ``pass_at_turn.png``
+    into ``out_dir`` (default: the run directory). Returns the report and the paths by role."""
+    report = load_report(run_dir, compensate_init=compensate_init)
+    out = Path(out_dir) if out_dir is not None else Path(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {role: out / name for role, name in REPORT_FILES.items()}
+    paths["markdown"].write_text(report.markdown(), encoding="utf-8")
+    paths["pass_csv"].write_text(_csv(*report.pass_table()), encoding="utf-8")
+    paths["mrr_csv"].write_text(_csv(*report.mrr_table()), encoding="utf-8")
+    plot_pass_at_turn(report, paths["plot"])
+    return report, paths

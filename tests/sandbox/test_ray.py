@@ -1,0 +1,88 @@
+"""The Ray executor on a real local Ray instance (``ray.init(num_cpus=2)``): 20 tasks identical to the
+local sandbox, warm sandboxes reused by the actors, and ``convcodeworld evaluate --ray``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from convcodeworld_gym import env_id
+from convcodeworld_gym.cli import main
+from convcodeworld_gym.runs.evaluate import EvalConfig, run_evaluation
+from convcodeworld_gym.policies import make_policy
+from convcodeworld_gym.records import TURNS_FILE, iter_jsonl
+
+pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'convcodeworld-gym[ray]'")
+
+from convcodeworld_gym.sandbox.ray import RayExecutor, make_ray_executor  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    """One local Ray instance for the module (starting one costs seconds); executors connect to it."""
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_twenty_tasks_identical_to_the_local_sandbox(humaneval, executor, ray_instance) -> None:
+    tasks = [humaneval[i] for i in range(20)]
+    # ground truth for most, a wrong body for every fourth task: passes and failures both compare
+    jobs = [(t, t.ground_truth if i % 4 else f"def {t.entry_point}(*args):\n    raise ValueError('wrong')\n") for i, t in enumerate(tasks)]
+    expected = executor.run_many(jobs)  # the session's local SandboxExecutor
+    with RayExecutor() as ex:
+        assert ex.default_concurrency() == 2  # one actor per CPU of the instance
+        results = ex.run_many(jobs)
+        single = ex.run(*jobs[1])
+    assert ray.is_initialized()  # not started by the executor, so not shut down by it
+    assert results == expected
+    assert single == expected[1]
+    assert [r.passed for r in results] == [bool(i % 4) for i in range(20)]
+    assert all(r.details.get("ray_node") and r.details["backend"] == "sandbox" for r in results)
+    assert {r.details["confinement"]["level"] for r in results} == {executor.confinement["level"]}
+    # two warm sandboxes did all the work (each actor keeps one; one uid each), not one per execution
+    assert len({r.details["uid"] for r in results}) == 2
+    assert all(r.details["judge"] == e.details["judge"] for r, e in zip(results, expected))
+
+
+def test_evaluate_cli_with_ray_twenty_tasks(tmp_path, executor, ray_instance, capsys) -> None:
+    """``convcodeworld evaluate --ray`` on 20 tasks logs exactly what the same run on this machine logs."""
+    common = ["evaluate", "CF-EF_full", "--dataset", "humaneval", "--limit", "20", "--policy", "synthetic",
+              "--max-turns", "1", "--no-progress", "--no-report"]
+    out = tmp_path / "run"
+    rc = main([*common, "--ray", "local", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    rows = list(iter_jsonl(out / TURNS_FILE))
+    assert len({r["task_id"] for r in rows}) == 20
+    assert any(r["passed"] for r in rows) and not all(r["passed"] for r in rows)
+    assert all(r["tests"] for r in rows if r["compile_ok"])  # the programs ran (through Ray) and were judged
+    # the same run on this machine's sandbox gives the same log (apart from timings)
+    config = EvalConfig(ids=(env_id("CF-EF_full"),), dataset="humaneval", limit=20, max_turns=1)
+    run_evaluation(config, make_policy("synthetic", strength=0.5), tmp_path / "local", executor=executor, progress=None,
+                   log=lambda line: None)
+    strip = lambda row: json.dumps({k: v for k, v in row.items() if k not in ("timings", "usage")}, sort_keys=True)  # noqa: E731
+    assert sorted(map(strip, iter_jsonl(tmp_path / "local" / TURNS_FILE))) == sorted(map(strip, rows))
+
+
+def test_a_lost_actor_is_an_executor_error_then_replaced(humaneval, ray_instance) -> None:
+    from convcodeworld_gym.errors import ExecutorError
+
+    task = humaneval["HumanEval/0"]
+    with RayExecutor(slots=1) as ex:
+        assert ex.run(task, task.ground_truth).passed
+        ray.kill(ex._actors[0])  # what losing its node does to an actor
+        with pytest.raises(ExecutorError, match="actor .* was lost"):
+            ex.run(task, task.ground_truth)
+        assert ex.run(task, task.ground_truth).passed  # a fresh actor took the slot
+
+
+def test_bad_arguments_are_clear_errors() -> None:
+    # (an unreachable address is not tested: Ray retries the connection for minutes)
+    with pytest.raises(ValueError, match="cluster address"):
+        make_ray_executor("")
+    with pytest.raises(ValueError, match="slots must be >= 1"):
+        RayExecutor(slots=0)
