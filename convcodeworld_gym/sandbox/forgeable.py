@@ -30,15 +30,34 @@ _FORK = "whose tests' mocks are called from processes the program forks (multipr
 _CLASS = "whose tests inspect a class the program defines as a class (issubclass)"
 _PATH = "whose tests read the sys.path the program changed"
 _INSPECT = "whose programs inspect a function the tests define (inspect.signature, its code)"
+_SETTINGS = "whose tests configure Django settings in the judge's process (settings.configure), which the program's never sees"
+_NAMES = "whose tests use a name only the program imports (Django's settings) and configure Django in the judge"
+_APPCTX = "whose programs need a Flask application or request context the tests set up in the judge"
+_RCPARAMS = "whose tests read library-global state the program set (matplotlib rcParams)"
+_SAME = "whose tests check that the program returned or changed in place the very object they passed"
+_NATIVE = "whose values are library objects native code needs as themselves (geopandas, rsa/cryptography keys)"
+_PRIVATE = "whose programs draw on a matplotlib object the tests made (reading its private attributes)"
+_FAKEFS = "whose tests fake the file system in the judge (pyfakefs), so the program's file descriptors are not there"
+_TZ = "whose values carry pytz time zones, which cross without their localized offset"
 
 #: BigCodeBench tasks whose canonical solution passes only in-process, with the reason. Measured on
-#: BigCodeBench (v0.1.0_hf) on 2026-12-01 over its 300 standard-library tasks and the 464 whose libraries
-#: this machine had (numpy, pandas, matplotlib, scipy, ...); the other 376 tasks are not measured yet.
+#: BigCodeBench (v0.1.0_hf) on 2026-12-01, first over its 300 standard-library tasks and the 464 whose
+#: libraries this machine had, then with the full runtime (the second group below).
 SPLIT_UNJUDGEABLE: dict[str, str] = {
     "BigCodeBench/205": _FORK,
     "BigCodeBench/273": _CLASS,
     **{f"BigCodeBench/{n}": _PATH for n in (541, 714, 715, 716, 717)},
     **{f"BigCodeBench/{n}": _INSPECT for n in (566, 568, 569, 570, 571)},
+    # Measured on 2026-12-01 with the full runtime (`selfcheck --runtime`): each passes in-process.
+    **{f"BigCodeBench/{n}": _SETTINGS for n in (76, 77, 78, 183)},
+    **{f"BigCodeBench/{n}": _NAMES for n in (79, 181)},
+    **{f"BigCodeBench/{n}": _APPCTX for n in (80, 401)},
+    "BigCodeBench/102": _RCPARAMS,
+    **{f"BigCodeBench/{n}": _SAME for n in (114, 413)},
+    **{f"BigCodeBench/{n}": _NATIVE for n in (187, 534, 584)},
+    "BigCodeBench/337": _PRIVATE,
+    "BigCodeBench/719": _FAKEFS,
+    "BigCodeBench/730": _TZ,
 }
 
 
