@@ -17,6 +17,8 @@ import importlib.util
 import json
 import sys
 
+__all__ = ["main"]
+
 
 def _importable(module: str) -> bool:
     try:

@@ -19,13 +19,6 @@ An instance of a *subclass* of a plain type (a ``list`` with its own ``__eq__``)
 type: the receiver never gets behaviour the sender defined. Values that are not data are handed to
 an ``export`` hook (the stand-ins of :mod:`.standin`); without one, or past a limit, they become an
 :class:`Unsendable`, which equals nothing and says why in its ``repr``.
-
-Holds:
-    Codec          encode / decode with the stand-in hooks and the limits
-    Limits         depth, item count and size limits of one message
-    Unsendable     the value that replaces what could not cross (equals nothing)
-    CodecError     raised for a malformed or over-limit message
-    dumps, loads   one message to and from bytes (JSON text)
 """
 
 from __future__ import annotations

@@ -6,21 +6,6 @@ and 3.11 have no ``os.unshare``), plus the record of what was achieved.
 A worker calls :func:`enter_worker_namespaces` once at start (as root); for each execution it
 forks a child with :meth:`RunNamespaces.fork` (pid 1 of a fresh PID namespace, no process in
 between), which calls :func:`enter_run_mounts` and :func:`drop_to` before it runs anything untrusted.
-
-Holds:
-    Level                 ``process`` < ``uid`` < ``namespaces`` < ``full``: the confinement levels, ordered
-    Confinement           what one worker achieved (features, uid, level), reported in results
-    SandboxSettings       sizes and limits of the confined child (tmpfs, address space, pids, ...)
-    enter_worker_namespaces  new mount/net/ipc/uts namespaces, read-only root, private tmpfs /tmp
-    RunNamespaces         per run: fork a child that is pid 1 of a new PID namespace
-    enter_run_mounts      per run, in that child: a new mount namespace, fresh tmpfs /tmp and /dev/shm
-    enter_run_network_and_ipc  per run, in that child: new network (loopback only) and IPC namespaces
-    mount_tmpfs_keeping   a fresh tmpfs that keeps given paths beneath it visible, read-only (a venv under /tmp)
-    mount_run_proc        per run, in its pid 1: a /proc of the run's own processes
-    bring_up_loopback     a loopback-only network
-    drop_to               setgroups/setgid/setuid to the slot uid, rlimits, no dumping, death signal
-    close_fds_except      close every inherited descriptor but the ones named
-    set_parent_death_signal  die with the parent
 """
 
 from __future__ import annotations

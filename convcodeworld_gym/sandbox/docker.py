@@ -15,14 +15,6 @@ Inside a container the worker reaches level ``uid`` (its namespaces need ``CAP_S
 is not given): no PID or mount namespace per run, so after each run the slot's uid is swept
 (:mod:`.sweep`) instead. ``details["confinement"]`` is the worker's report plus the container's
 own features.
-
-Holds:
-    DockerExecutor        the backend (``pip install 'convcodeworld-gym[docker]'``)
-    DockerUnavailable     no Docker engine reachable, or the image is missing
-    ContainerLauncher     starts each worker in a container of its own
-    WORKER_CAPABILITIES   the capabilities the worker keeps, and why
-    CONTAINER_FEATURES    what every container adds to ``details["confinement"]["features"]``
-    remove_orphans        remove the containers of executors of this machine that died without closing
 """
 
 from __future__ import annotations

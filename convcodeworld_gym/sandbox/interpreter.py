@@ -6,12 +6,6 @@ venv made there, a clone under ``/tmp``): those paths are bound back, read-only,
 ``/tmp`` (:func:`.confine.mount_tmpfs_keeping`), so that a module the worker has not imported
 yet, and a ``python`` started by the program, are the same inside a run as outside. Standard
 library only: a runtime interpreter without this project's dependencies imports it.
-
-Holds:
-    interpreter_paths  the paths of this interpreter a run must be able to read
-    paths_beneath      the smallest set of those paths that lie beneath a directory (what must be bound back)
-    make_python_shims  ``python`` and ``python3`` commands that start this interpreter, where its own dir lacks them
-    SHIM_DIR, shim_dir where a worker puts them (in its private ``/tmp``), and that dir when it is there and trusted
 """
 
 from __future__ import annotations

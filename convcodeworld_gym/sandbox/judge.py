@@ -14,13 +14,6 @@ travel with the messages, both ways, so tests that seed before calling still see
 *In-process* judging (program and tests in one process, as the reference does) is an explicit
 opt-in only: there a program can forge its verdict, and :func:`suspicious_constructs` flags the
 programs that touch what lets it.
-
-Holds:
-    Mode                  ``split`` or ``inprocess``
-    static_mode           the mode a test source forces, if any (none does now: mocks cross too)
-    suspicious_constructs names of forging tools a program's source uses
-    serve_program         the program side: run the program, answer the judge until the channel closes
-    connect_program       the judge side: start the program, get the names the tests read from it
 """
 
 from __future__ import annotations

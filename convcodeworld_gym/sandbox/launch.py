@@ -5,13 +5,6 @@ the worker's stdin, replies on its stdout. A :class:`Launcher` decides where tha
 hands back a :class:`WorkerProcess`, the pool's only handle on it. :class:`LocalLauncher` starts
 the worker as a child process of this one (the default); :class:`~.docker.ContainerLauncher`
 starts it inside a locked-down container.
-
-Holds:
-    WorkerProcess  a started worker: send bytes, a descriptor to read its replies from, how it ended, stop
-    Launcher       starts workers and tells the pool what it must know of where they run
-    LocalLauncher  workers as child processes of this process, with the runtime interpreter
-    WORKER_MODULE  the module a worker runs
-    worker_boot    the source that starts a worker from the package dir without the package's ``__init__``
 """
 
 from __future__ import annotations

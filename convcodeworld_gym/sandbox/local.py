@@ -4,15 +4,6 @@ The parent, not the child, owns the clock: it reads per-test events from a pipe 
 kills the whole process group when a test or the suite runs over its limit. Whatever
 the child reported before that stands; the running test is ``TIMEOUT`` and the tests
 after it are ``NOT_RUN``.
-
-Holds:
-    LocalExecutor   subprocess-per-execution backend
-    child_env       the scrubbed environment a child gets
-    new_token       a fresh secret that seals one run's event lines
-    collect_events  read a run's event stream under its time and output limits (shared with sandbox workers);
-                    the first line that is not a sealed, well-formed runner event fails the run
-    assemble        turn an event stream into an ExecutionResult (unreported tests never pass)
-    describe_exit   a process's exit status in words
 """
 
 from __future__ import annotations

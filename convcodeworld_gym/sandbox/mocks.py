@@ -9,10 +9,6 @@ value there now (a mock: a reference, so the program gets a :class:`~.standin.St
 forwards to it; data: a copy). :class:`PatchApplier`, in the program's process, makes its own
 modules look the same, and undoes what is no longer active. Calls reach the judge's mocks, which
 record them, so ``assert_called_once_with`` and ``call_args`` run in the judge on what it saw.
-
-Holds:
-    PatchTracker  judge side: the active patches, as data
-    PatchApplier  program side: apply and undo them
 """
 
 from __future__ import annotations

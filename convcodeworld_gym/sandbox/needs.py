@@ -8,18 +8,6 @@ for by id still runs, and its results name what is missing.
 What the runtime lacks is judged by the runtime interpreter itself (:class:`RuntimeProbe` runs
 :mod:`._probe` in it), with a run's environment: a separate runtime (``runtime=``) is asked, not
 the interpreter of this process.
-
-Holds:
-    NLTK_DATA          NLTK resource name -> the path ``nltk.data.find`` looks for
-    nltk_data_needed   the NLTK resources a task's solution or tests use, read from their text
-    Lacking            what one task lacks: modules and NLTK data; its note for the feedback
-    RuntimeProbe       asks an interpreter which modules and data it lacks (answers cached); install advice
-    nltk_download_command  the command that puts NLTK data where a runtime's runs find it
-    select_runnable    a task set without the tasks whose needs the runtime does not meet, and what they lack
-    summarize          what tasks lack, most needed first
-    choose_tasks       the tasks an env or a run plays: a default set without them (one warning), asked-for ids with them
-    left_out_warning   the one warning that says which tasks were left out, why, and the command that fixes it
-    warn_once          log a warning once per process
 """
 
 from __future__ import annotations

@@ -3,15 +3,6 @@
 A profile is measured once (the canonical solution is run, split mode first) and kept in a
 :class:`ProfileStore`, in memory and optionally in a JSON file, keyed by the task's test digest,
 the ground truth's hash and the runtime fingerprint.
-
-Holds:
-    TimePolicy    floor, factor and cap that turn the canonical solution's time into limits
-    TaskProfile   mode, canonical time and outcome, and the limits that follow
-    ProfileStore  thread-safe store of profiles (optionally persisted as JSON)
-    profile_key   the key of a task's profile
-    task_digest   the part of the key that names the task's text (test digest + ground-truth hash)
-    import_profile  which warm process a task's run forks from: ``stdlib``, ``numpy``, ``pandas``,
-                  ``pandas+matplotlib`` or ``own`` (decided from its imports)
 """
 
 from __future__ import annotations

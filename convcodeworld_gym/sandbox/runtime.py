@@ -1,11 +1,4 @@
 """What the execution runtime holds: installed libraries, their PyPI names, and a fingerprint.
-
-Holds:
-    IMPORT_TO_PYPI       import name -> PyPI distribution for the BigCodeBench runtime (sklearn -> scikit-learn, ...)
-    pypi_name            the distribution to ``pip install`` for an import name
-    network_policy       ``"loopback"`` for tasks whose solution or tests use sockets, else ``"none"``
-    installed_preload    the subset of some heavy modules that is installed (what workers import up front)
-    runtime_fingerprint  a digest of interpreter + library versions + confinement: part of every cache key
 """
 
 from __future__ import annotations

@@ -14,14 +14,6 @@ Installed runtimes live in ``$CONVCODEWORLD_RUNTIMES``, by default
 ``~/.cache/convcodeworld-gym/runtimes`` (``$XDG_CACHE_HOME`` is honoured), one venv per name:
 ``convcodeworld runtime install bigcodebench`` builds ``<that dir>/bigcodebench`` from
 ``envs/bigcodebench/requirements.txt``.
-
-Holds:
-    RUNTIME_PYTHON_ENV   ``CONVCODEWORLD_RUNTIME_PYTHON``: the runtime interpreter, when ``runtime=`` is not given
-    RUNTIMES_DIR_ENV     ``CONVCODEWORLD_RUNTIMES``: where installed runtimes live
-    KNOWN_RUNTIMES       the runtimes ``install_runtime`` can build, and the requirements file of each
-    runtimes_dir         where installed runtimes live
-    resolve_runtime      the interpreter a ``runtime=`` value (or the defaults) names, or None for this one
-    install_runtime      build a named runtime in its own venv (pip; NLTK data when the network allows)
 """
 
 from __future__ import annotations

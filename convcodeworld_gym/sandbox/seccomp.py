@@ -18,14 +18,6 @@ The filter (see :func:`build_filter`):
 * the calls in :data:`DENIED` (ptrace, mount, unshare, setns, keyctl, bpf, perf_event_open, kexec,
   module loading, reboot, swap, process_vm_*, io_uring, the new mount API, ...) fail with ``EPERM``;
 * everything else is allowed.
-
-Holds:
-    Arch           the system-call numbers of one architecture
-    ARCHES         the supported architectures, by ``platform.machine()``
-    DENIED         the names of the calls refused outright
-    build_filter   the base filter program for an architecture, as bytes of ``struct sock_filter``
-    build_socket_filter  the filter that leaves only AF_UNIX sockets
-    install        set no_new_privs and load a filter into the calling thread (inherited by children)
 """
 
 from __future__ import annotations

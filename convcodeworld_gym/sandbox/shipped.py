@@ -10,13 +10,6 @@ dataset, a changed task, a failing one) is calibrated as before.
 Canonical times depend on the machine: a shipped time is multiplied by ``time_scale`` (default 2)
 before the executor's :class:`~.profile.TimePolicy` turns it into limits; with the default policy
 (``4 t + 5 s``, at least 5 s) most tasks get the floor either way.
-
-Holds:
-    ShippedProfiles   the profiles of one or more files, looked up by task id and digest
-    shipped_profiles  the package's own files (loaded once)
-    tasks_hash        a digest of a task set (ids and digests), written into each file
-    write_profiles    write a file from the profiles an executor measured
-    PROFILES_DIR      where the package's files live
 """
 
 from __future__ import annotations

@@ -22,13 +22,6 @@ never exports modules, frames, code, tracebacks or the builtins that reach into 
 already has (builtins and the task's own imports, else their nearest such base), never
 ``unittest``'s, never a ``BaseException`` that is not an ``Exception``, and lets a stand-in claim a
 class for ``isinstance`` only when that class is a library's, already loaded, and not a data type.
-
-Holds:
-    Peer          one side of the channel: exports, stand-ins, the re-entrant request loop
-    StandIn       the local face of an object the other side owns
-    RemoteError   an exception from the other side that cannot be rebuilt as its own class
-    ProgramGone   the other process closed the channel
-    class_policy  which claimed classes a side accepts for ``isinstance``
 """
 
 from __future__ import annotations

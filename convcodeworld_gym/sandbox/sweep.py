@@ -14,9 +14,6 @@ TIME_WAIT cannot be swept: only a network namespace per run (level ``namespaces`
 
 Contract for the caller: sweep after a run has ended and *before* the slot's next confined child
 exists (it would be killed too).
-
-Holds:
-    sweep_uid   kill every process of a uid and remove the entries it owns in some dirs and its SysV IPC objects
 """
 
 from __future__ import annotations

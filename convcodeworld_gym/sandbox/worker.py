@@ -23,14 +23,6 @@ to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line
    first sweeps the slot's uid (:mod:`.sweep`).
 
 The worker is trusted: it never runs the program's code in its own process.
-
-Holds:
-    main        the worker's loop
-    run_child   what the confined child does (judge or in-process)
-    establish   confine the worker itself as far as the machine allows
-    warm_up     our own pandas/matplotlib workload, run once in the worker so forked runs start warm
-    Hardening   the seccomp and Landlock layers each confined child adds to itself
-    judge_source  the judge's test module, aligned line for line with the in-process one
 """
 
 from __future__ import annotations
