@@ -1,14 +1,18 @@
-"""The 9 feedback combinations of ConvCodeWorld.
+"""The 9 feedback combinations of ConvCodeWorld, and the length of its episodes.
 
 Compilation feedback (CF) is always on; execution feedback (EF) is none, partial or
-full; verbal feedback is none, novice (SNF) or expert (SEF)."""
+full; verbal feedback is none, novice (SNF) or expert (SEF). An episode is turn 0 and up to
+``DEFAULT_MAX_TURNS`` feedback turns."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["FeedbackConfig", "ALL_CONFIGS", "ExecutionMode", "VerbalMode"]
+__all__ = ["FeedbackConfig", "ALL_CONFIGS", "ExecutionMode", "VerbalMode", "DEFAULT_MAX_TURNS"]
+
+#: Feedback turns after turn 0 in the paper (so at most 11 programs a task, turns 0..10).
+DEFAULT_MAX_TURNS = 10
 
 ExecutionMode = Literal["none", "partial", "full"]
 VerbalMode = Literal["none", "novice", "expert"]

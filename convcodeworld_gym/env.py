@@ -17,13 +17,13 @@ from typing import Any
 
 import gymnasium as gym
 
-from .combos import FeedbackConfig
+from .combos import DEFAULT_MAX_TURNS, FeedbackConfig
 from .errors import ResetNeeded
 from .extract import build_program, extract_code
 from .feedback import NO_SYNTAX_ERRORS, PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
 from .feedback.execution import FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, trim_feedback
-from .observation import OBSERVATION_KEYS, make_observation, observation_space, render_observation
+from .observation import OBSERVATION_KEYS, RENDER_MODES, check_render_mode, make_observation, observation_space, render_ansi
 from .protocol import actionable
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
 from .sandbox.forgeable import default_task_set
@@ -33,7 +33,6 @@ from .tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks
 
 __all__ = ["ConvCodeWorldEnv", "Timings", "OBSERVATION_KEYS", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_REPLY_CHARS"]
 
-DEFAULT_MAX_TURNS = 10
 #: Replies longer than this are rejected as a failed turn (never compiled or run).
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
 
@@ -131,7 +130,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
     >>> env.close()
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 1}
 
     def __init__(
         self,
@@ -169,8 +168,6 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             )
         if not isinstance(max_turns, int) or max_turns < 0:
             raise ValueError(f"max_turns must be an int >= 0, got {max_turns!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
 
         tasks = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only)
         self.allow_forgeable = allow_forgeable
@@ -178,7 +175,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             tasks = default_task_set(tasks, allow_forgeable)
         self.max_turns = max_turns
         self.max_reply_chars = max_reply_chars
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode)
         if runtime is not None and executor is not None:
             raise ValueError("pass runtime= or executor=, not both (give the executor its runtime: SandboxExecutor(runtime=...))")
         self._owns_executor = not isinstance(executor, Executor)
@@ -386,13 +383,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         return verbal.text if isinstance(verbal, VerbalReply) else verbal
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
-        if self._last_obs is None:
-            return "(no episode: call reset())\n"
-        obs = self._last_obs
         task_id = self._task.task_id if self._task else "?"
-        return render_observation(f"{task_id} [{self.config.name}] next turn {obs['turn']}", obs)
+        return render_ansi(self.render_mode, self._last_obs,
+                           lambda obs: f"{task_id} [{self.config.name}] next turn {obs['turn']}")
 
     def close(self) -> None:
         if self._owns_executor:

@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .combos import DEFAULT_MAX_TURNS
+
 __all__ = [
     "Scores",
     "first_pass_turn",
@@ -38,8 +40,6 @@ __all__ = [
     "spearman",
     "DEFAULT_MAX_TURNS",
 ]
-
-DEFAULT_MAX_TURNS = 10
 
 
 @dataclass(frozen=True)

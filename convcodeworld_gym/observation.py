@@ -14,17 +14,21 @@ Holds:
     observation_space   the ``Dict`` space of an env with ``max_turns`` feedback turns
     make_observation    build one observation
     render_observation  the ANSI text of one observation under a header line
+    RENDER_MODES        the render modes every env supports
+    check_render_mode   the ``render_mode`` argument, checked
+    render_ansi         what ``env.render()`` returns, for either env
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # the space is built on demand, so the records and scoring need no Gymnasium
     from gymnasium import spaces
 
-__all__ = ["Observation", "OBSERVATION_KEYS", "TEXT_KEYS", "FEEDBACK_KEYS", "observation_space", "make_observation", "render_observation"]
+__all__ = ["Observation", "OBSERVATION_KEYS", "TEXT_KEYS", "FEEDBACK_KEYS", "observation_space", "make_observation", "render_observation",
+           "RENDER_MODES", "check_render_mode", "render_ansi"]
 
 FEEDBACK_KEYS: tuple[str, ...] = ("compilation_feedback", "execution_feedback", "verbal_feedback")
 TEXT_KEYS: tuple[str, ...] = ("code", *FEEDBACK_KEYS)
@@ -100,3 +104,37 @@ def render_observation(header: str, observation: Mapping[str, Any]) -> str:
     if len(parts) == 1:
         parts.append(str(observation["task"]))
     return "\n".join(parts) + "\n"
+
+
+#: The render modes of both envs (``metadata["render_modes"]``).
+RENDER_MODES = ("ansi",)
+
+
+def check_render_mode(render_mode: str | None) -> str | None:
+    """``render_mode`` itself when it is ``None`` or one of :data:`RENDER_MODES`; else a ``ValueError`` naming it.
+
+    >>> check_render_mode("human")
+    Traceback (most recent call last):
+    ...
+    ValueError: render_mode must be None or 'ansi', got 'human'
+    """
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+    return render_mode
+
+
+def render_ansi(render_mode: str | None, observation: Mapping[str, Any] | None,
+                header: Callable[[Mapping[str, Any]], str]) -> str | None:
+    """What ``render()`` of an env returns: ``None`` unless ``render_mode`` is ``"ansi"``, a note when no
+    episode has started (``observation`` is ``None``), else :func:`render_observation` under ``header(observation)``.
+
+    >>> render_ansi("ansi", None, str)
+    '(no episode: call reset())\\n'
+    >>> render_ansi(None, make_observation("Add.", 0), str) is None
+    True
+    """
+    if render_mode != "ansi":
+        return None
+    if observation is None:
+        return "(no episode: call reset())\n"
+    return render_observation(header(observation), observation)

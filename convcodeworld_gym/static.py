@@ -22,7 +22,7 @@ from .combos import FeedbackConfig
 from .env import DEFAULT_MAX_REPLY_CHARS, DEFAULT_MAX_TURNS, ConvCodeWorldEnv
 from .errors import ReferenceLogError, ResetNeeded
 from .feedback.context import VerbalFeedback
-from .observation import TEXT_KEYS, make_observation, render_observation
+from .observation import RENDER_MODES, TEXT_KEYS, check_render_mode, make_observation, render_ansi
 from .protocol import actionable
 from .records import TurnRecord
 from .reference import ReferenceLog, ReferenceSpec, load_reference
@@ -104,7 +104,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     >>> env.close()
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 1}
 
     def __init__(
         self,
@@ -130,12 +130,10 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             raise ReferenceLogError("ConvCodeBench replays a reference log: pass log=<run directory, turns.jsonl, hub id or rows>")
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ValueError(f"max_turns must be an int >= 1 for a static replay, got {max_turns!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.render_mode = check_render_mode(render_mode)
         self.config = FeedbackConfig.parse(feedback)
         self.reference = load_reference(log, self.config, max_turns)
         self.max_turns = max_turns
-        self.render_mode = render_mode
         self.stop_on_pass = bool(stop_on_pass)
         tasks = self._select_tasks(load_tasks(dataset), task_ids, stdlib_only, limit)
         # The judge runs the model's code with the same CF/EF; it never has a verbal simulator.
@@ -279,13 +277,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         return float(reward)
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
-        if self._last_obs is None:
-            return "(no episode: call reset())\n"
-        obs = self._last_obs
-        header = f"{self.task.task_id} [ConvCodeBench {self.config.name}] reference turn {obs['turn'] - 1}, next turn {obs['turn']}"
-        return render_observation(header, obs)
+        return render_ansi(self.render_mode, self._last_obs, lambda obs: (
+            f"{self.task.task_id} [ConvCodeBench {self.config.name}] reference turn {obs['turn'] - 1}, next turn {obs['turn']}"))
 
     def close(self) -> None:
         if self._round_judge is not None:

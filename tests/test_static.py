@@ -279,6 +279,19 @@ def test_check_env_static(reference_log, executor):
     env.close()
 
 
+def test_render_ansi_static(reference_log, executor):
+    with pytest.raises(ValueError, match="render_mode must be None or 'ansi', got 'human'"):
+        gym.make("ConvCodeBench-CF-EF_full-v0", log=reference_log, dataset="humaneval", render_mode="human")
+    env = gym.make("ConvCodeBench-CF-EF_full-v0", log=reference_log, dataset="humaneval", executor=executor,
+                   task_ids=["HumanEval/3"], max_turns=MAX_TURNS, render_mode="ansi")
+    assert env.unwrapped.render() == "(no episode: call reset())\n"  # gym.make's order check would refuse
+    obs, _ = env.reset()
+    text = env.render()
+    assert text.startswith(f"=== HumanEval/3 [ConvCodeBench CF-EF_full] reference turn {obs['turn'] - 1}, next turn {obs['turn']} ===")
+    assert obs["code"] and obs["code"] in text
+    env.close()
+
+
 # ---------------------------------------------------------------- log-level metrics
 
 
