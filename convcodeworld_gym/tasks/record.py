@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import sys
+import threading
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,9 +19,13 @@ TEST_CLASS = "TestCases"
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 
 
+#: ``warnings.catch_warnings`` swaps process-wide state: parses from several threads (batch runs) take turns.
+_PARSE_LOCK = threading.Lock()
+
+
 def _parse(source: str) -> ast.Module | None:
-    """Parse without executing; task sources with invalid escapes must not warn."""
-    with warnings.catch_warnings():
+    """Parse without executing; task sources with invalid escapes must not warn. Safe from any thread."""
+    with _PARSE_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
