@@ -302,8 +302,19 @@ def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: E
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": _versions(),
+        "runtime": _runtime_metadata(executor),
         "concurrency": config.concurrency,
     }
+
+
+def _runtime_metadata(executor: Executor | None) -> dict[str, Any] | None:
+    """What ran the programs: the runtime interpreter and its installed distributions when the executor can ask it
+    (a local sandbox), else the executor's runtime fingerprint when it has one, else ``None``."""
+    probe = getattr(executor, "runtime_probe", lambda: None)()
+    if probe is not None:
+        return probe.describe()
+    fingerprint = getattr(executor, "fingerprint", None)
+    return {"fingerprint": fingerprint()} if callable(fingerprint) else None
 
 
 def _turn0_metadata(path: str | None) -> dict[str, Any] | None:

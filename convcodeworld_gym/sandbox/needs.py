@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import ExecutorError, MissingRuntimeDependencies
 from ..tasks import Task, TaskSet, imported_modules
@@ -191,6 +192,14 @@ class RuntimeProbe:
             if found:
                 out[task_id] = found
         return out
+
+    def describe(self) -> dict[str, Any]:
+        """What this interpreter is: its path, Python version and platform, and every installed distribution with
+        its version (name -> version), as recorded with a run's metadata."""
+        self._ask((), ())
+        version, platform, *dists = self._identity or ("?", "?")
+        return {"python": self.python, "version": version.split()[0], "platform": platform,
+                "packages": dict(d.split("==", 1) for d in dists if "==" in d)}
 
     def identity(self) -> str:
         """A digest of the interpreter's version and installed distributions (for cache keys)."""

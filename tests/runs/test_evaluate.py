@@ -99,6 +99,11 @@ def test_runner_metrics_on_hand_computed_episodes(tmp_path, humaneval, executor)
     header, table = report.mrr_table()
     assert table == [["MRR", "36.4"], ["Recall", "66.7"]]
     assert sorted(r.turn for r in read_turns(tmp_path / "run") if r.task_id == ids[1]) == list(range(11))
+    # what judged the programs: the runtime interpreter and its libraries (not only this process's packages)
+    runtime = json.loads((tmp_path / "run" / "metadata.json").read_text())["runtime"]
+    probe = executor.runtime_probe()
+    assert runtime["python"] == probe.python and runtime["version"] == sys.version.split()[0] == probe.describe()["version"]
+    assert runtime["packages"]["convcodeworld-gym"] and runtime["packages"] == probe.describe()["packages"]
     # resuming with other settings is refused, naming what differs
     with pytest.raises(RunConfigMismatch, match="seed"):
         run_evaluation(EvalConfig(ids=config.ids, dataset="humaneval", task_ids=tuple(ids), seed=1), ReplayPolicy(replies),
