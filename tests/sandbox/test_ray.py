@@ -68,13 +68,30 @@ def test_evaluate_cli_with_ray_twenty_tasks(tmp_path, executor, ray_instance, ca
     assert sorted(map(strip, iter_jsonl(tmp_path / "local" / TURNS_FILE))) == sorted(map(strip, rows))
 
 
+def _wait_until_dead(actor, timeout: float = 60.0) -> None:
+    """Return once a call to ``actor`` fails as Ray fails calls to a dead actor (CI saw a call that Ray
+    delivered before the kill had landed, so the lost actor still answered)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=timeout)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the killed actor still answered after {timeout} s")
+
+
 def test_a_lost_actor_is_an_executor_error_then_replaced(humaneval, ray_instance) -> None:
     from convcodeworld_gym.errors import ExecutorError
 
     task = humaneval["HumanEval/0"]
     with RayExecutor(slots=1) as ex:
         assert ex.run(task, task.ground_truth).passed
-        ray.kill(ex._actors[0])  # what losing its node does to an actor
+        lost = ex._actors[0]
+        ray.kill(lost)  # what losing its node does to an actor
+        _wait_until_dead(lost)  # ray.kill is asynchronous: a call sent at once may still reach the actor
         with pytest.raises(ExecutorError, match="actor .* was lost"):
             ex.run(task, task.ground_truth)
         assert ex.run(task, task.ground_truth).passed  # a fresh actor took the slot
