@@ -30,6 +30,7 @@ import decimal
 import fractions
 import json
 import math
+import os
 import pathlib
 import re
 import sys
@@ -149,12 +150,15 @@ class Codec:
             None to make it :class:`Unsendable`.
         resolve: called with the body of a reference tree (``["r", ...]``); returns the object it stands for.
         limits: the bounds of one message.
+        known: ``id(object) -> tree`` for objects to encode as that tree wherever they occur (a call's
+            own arguments, returned: a reference the caller resolves to its original object).
     """
 
     def __init__(self, export: Callable[[Any], Any] | None = None, resolve: Callable[[list], Any] | None = None,
-                 limits: CodecLimits | None = None) -> None:
+                 limits: CodecLimits | None = None, known: dict[int, Any] | None = None) -> None:
         self.export, self.resolve = export, resolve
         self.limits = limits or CodecLimits()
+        self.known = known or {}
         self._count = 0
 
     # ------------------------------------------------------------------ encoding
@@ -183,6 +187,8 @@ class Codec:
 
     def _enc(self, v: Any, depth: int) -> Any:  # noqa: C901 - one dispatch over the data types
         self._tick(depth)
+        if self.known and id(v) in self.known:
+            return self.known[id(v)]
         t = type(v)
         if v is None or t is bool or t is str:
             return v
@@ -213,9 +219,10 @@ class Codec:
         if tree is not None:
             return tree
         # Subclasses of plain types travel as the plain type: never the sender's behaviour (by the real
-        # type: a program's object may claim any __class__). A third-party library's container subclass
-        # (matplotlib's BarContainer, a tuple) crosses as a stand-in, so isinstance() sees its class.
-        if issubclass(t, (list, tuple, dict, set, frozenset)) and _third_party(t):
+        # type: a program's object may claim any __class__). A library's container subclass (matplotlib's
+        # BarContainer, a tuple; the standard library's dicts, http.cookies' SimpleCookie and Morsel) crosses
+        # as a stand-in, so isinstance() sees its class and its attributes (morsel.value) are there.
+        if issubclass(t, (list, tuple, dict, set, frozenset)) and _third_party(t) or issubclass(t, dict) and _stdlib(t):
             return self._export(v)
         if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
             return ["nt", str(t.__name__), [str(f) for f in t._fields], self._seq(tuple.__iter__(v), depth)]
@@ -238,8 +245,11 @@ class Codec:
 
     def _enc_library(self, v: Any, t: type, depth: int) -> Any:  # noqa: C901, PLR0911
         if t is datetime.datetime:
-            return ["dt", v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.fold,
+            tree = ["dt", v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.fold,
                     self._enc_tz(v.tzinfo, depth)]
+            if isinstance(tree[-1], list) and tree[-1][0] == "pytz":  # its zone's offset at that time goes too
+                tree.append(self._enc(v.utcoffset(), depth))
+            return tree
         if t is datetime.date:
             return ["date", v.year, v.month, v.day]
         if t is datetime.time:
@@ -464,7 +474,9 @@ class Codec:
 
     def _dec_library(self, tag: str, a: list, depth: int) -> Any:  # noqa: C901, PLR0911, PLR0912
         if tag == "dt":
-            return datetime.datetime(*map(_int, a[:7]), tzinfo=self._dec_tz(a[8], depth), fold=_int(a[7]))
+            tz = self._dec_tz(a[8], depth)
+            stamp = datetime.datetime(*map(_int, a[:7]), tzinfo=tz, fold=_int(a[7]))
+            return _localized(stamp, self._dec(a[9], depth)) if len(a) > 9 and hasattr(tz, "localize") else stamp
         if tag == "date":
             return datetime.date(*map(_int, a[:3]))
         if tag == "time":
@@ -659,6 +671,17 @@ class Codec:
         return pd.Timedelta(_int(a[0]), unit="ns").as_unit(_choice(a[1], _UNITS))
 
 
+def _localized(stamp: datetime.datetime, offset: Any) -> datetime.datetime:
+    """A pytz zone's datetime as its sender had it: ``stamp`` carries the zone's first (LMT) offset, as pytz
+    zones do when attached directly; rebuilt from the UTC time by the zone's ``fromutc``, which picks the
+    zone's tzinfo of that offset (so ``dt.tzinfo`` compares equal too)."""
+    if type(offset) is not datetime.timedelta:
+        raise CodecError("malformed datetime offset")
+    tz = stamp.tzinfo
+    utc = stamp.replace(tzinfo=None) - offset
+    return tz.fromutc(utc.replace(tzinfo=tz))  # type: ignore[union-attr]
+
+
 _namedtuples: dict[tuple[str, tuple[str, ...]], type] = {}
 
 
@@ -676,6 +699,25 @@ def _third_party(cls: type) -> bool:
     module = sys.modules.get(getattr(cls, "__module__", "") or "")
     path = getattr(module, "__file__", None) or ""
     return isinstance(path, str) and ("site-packages" in path or "dist-packages" in path)
+
+
+def _stdlib_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple(os.path.join(paths[key], "") for key in ("stdlib", "platstdlib") if paths.get(key))
+
+
+_STDLIB_DIRS = _stdlib_dirs()
+
+
+def _stdlib(cls: type) -> bool:
+    """Is ``cls`` defined by a module of the standard library (a ``.py`` file of it; not the program)?
+    ``collections``' own dict types are data (encoded before this is asked)."""
+    module = sys.modules.get(getattr(cls, "__module__", "") or "")
+    path = getattr(module, "__file__", None) or ""
+    return (isinstance(path, str) and path.startswith(_STDLIB_DIRS) and "site-packages" not in path
+            and "dist-packages" not in path)
 
 
 def _values(obj: Any) -> Any:

@@ -8,8 +8,9 @@ runs in a confined child that answers each call over a pipe. Values cross as dat
 (:mod:`.codec`: rebuilt through public constructors, never unpickled), so an always-equal object
 cannot cross; what is not data crosses as a stand-in (:mod:`.standin`), whose calls go back to
 the process that owns the object. The tests' mocks stay in the judge: the program's process gets
-stand-ins where a test patched (:mod:`.mocks`). The global ``random`` and ``numpy.random`` states
-travel with the messages, both ways, so tests that seed before calling still see the same numbers.
+stand-ins where a test patched (:mod:`.mocks`). Process-wide state that one module would share
+(the ``random`` states, ``sys.path``, rcParams the tests name, Django's settings) travels with the
+messages as data (:mod:`.shared`), so tests that seed before calling still see the same numbers.
 
 *In-process* judging (program and tests in one process, as the reference does) is an explicit
 opt-in only: there a program can forge its verdict, and :func:`suspicious_constructs` flags the
@@ -33,6 +34,7 @@ from typing import Any
 from .codec import CodecError, dumps, loads
 from .local import describe_exit
 from .mocks import PatchApplier, PatchTracker, same_state
+from .shared import SharedState, rc_keys
 from .standin import Channel, Peer, ProgramGone, RemoteError, StandIn, _clip, class_policy, exception_policy
 
 __all__ = ["Mode", "static_mode", "suspicious_constructs", "serve_program", "connect_program", "Channel",
@@ -117,47 +119,6 @@ def suspicious_constructs(program: str) -> tuple[str, ...]:
 
 # ----------------------------------------------------------------------------- both sides of a split run
 
-class _RngSync:
-    """The global ``random`` and ``numpy.random`` states, sent with a message only when they changed."""
-
-    def __init__(self) -> None:
-        self._last: Any = None
-
-    @staticmethod
-    def _states() -> dict[str, Any]:
-        import random
-
-        states: dict[str, Any] = {"random": random.getstate()}
-        np = sys.modules.get("numpy")
-        if np is not None:
-            states["numpy"] = np.random.get_state(legacy=True)
-        return states
-
-    @staticmethod
-    def _key(states: dict[str, Any]) -> tuple:
-        np_state = states.get("numpy")
-        return (states["random"], None if np_state is None else (np_state[1].tobytes(), *np_state[2:]))
-
-    def out(self) -> dict[str, Any] | None:
-        states = self._states()
-        key = self._key(states)
-        if key == self._last:
-            return None
-        self._last = key
-        return states
-
-    def apply(self, states: Any) -> None:
-        import random
-
-        if not isinstance(states, dict) or not isinstance(states.get("random"), tuple):
-            return
-        random.setstate(states["random"])
-        np = sys.modules.get("numpy")
-        if np is not None and isinstance(states.get("numpy"), tuple):
-            np.random.set_state(states["numpy"])
-        self._last = self._key(self._states())
-
-
 def _exit_text(pid: int | None) -> Callable[[], str]:
     """How the program's process ended, when this judge is its parent (waits up to 2 s)."""
     box = [pid]
@@ -183,9 +144,10 @@ _MAX_NAMES = 10_000
 _waitpid, _sleep = os.waitpid, time.sleep  # bound once: tests patch time.sleep
 
 
-def serve_program(channel: Channel) -> None:
-    """The program side: receive ``["init", program, module_name, entry_point]``, exec the program as that module,
-    then answer the judge's requests until the channel closes.
+def serve_program(channel: Channel, private_paths: tuple[str, ...] = ()) -> None:
+    """The program side: receive ``["init", program, module_name, entry_point, test imports, rc keys]``, exec the
+    program as that module, then answer the judge's requests until the channel closes. ``private_paths`` (the
+    run's work dir) stay in this process's ``sys.path`` only (see :mod:`.shared`).
 
     The first answer is ``["crash", traceback]`` (the module failed), ``["missing"]`` (no entry point),
     or ``["ready", {name: module name or None}]`` for the module's globals.
@@ -193,9 +155,9 @@ def serve_program(channel: Channel) -> None:
     import linecache
 
     message = loads(channel.recv())
-    if not (isinstance(message, list) and len(message) == 5 and all(isinstance(p, str) for p in message[1:4])):
+    if not (isinstance(message, list) and len(message) == 6 and all(isinstance(p, str) for p in message[1:4])):
         return
-    _, program, module_name, entry_point, test_imports = message
+    _, program, module_name, entry_point, test_imports, rc = message
     filename = f"{module_name}.py"
     if not program.endswith("\n"):  # as in one module with the tests after it (traceback carets depend on it)
         program += "\n"
@@ -212,19 +174,20 @@ def serve_program(channel: Channel) -> None:
     if entry_point not in module.__dict__:  # the tests then meet a NameError, as in one module
         channel.send(dumps(["missing"]))
         return
-    names = {name: (value.__name__ if isinstance(value, types.ModuleType) else None)
+    # By the real type: isinstance() reads __class__, which a lazy object (Django's settings) computes by running code.
+    names = {name: (value.__name__ if issubclass(type(value), types.ModuleType) else None)
              for name, value in list(module.__dict__.items())[:_MAX_NAMES] if not name.startswith("__")}
     _bind_imports(module, test_imports, _test_names(program)[0])
-    rng, patches = _RngSync(), PatchApplier()
+    shared = SharedState.program(rc if isinstance(rc, list) else (), private_paths)
+    patches = PatchApplier()
 
-    def sync_in(state: Any) -> None:
-        if isinstance(state, dict):
-            rng.apply(state.get("rng"))
-            if "patches" in state:
-                patches.apply(state["patches"])
+    def sync_in(state: dict[str, Any]) -> None:
+        shared.apply(state)
+        if "patches" in state:
+            patches.apply(state["patches"])
 
     peer = Peer(channel, strict=False, claim=class_policy(False), exceptions=exception_policy(False),
-                sync_out=lambda: {"rng": rng.out()}, sync_in=sync_in)
+                sync_out=shared.out, sync_in=sync_in)
     peer.export(module)  # handle 1: the judge reads the names its tests use from it
     peer.export(_loaded_module)  # handle 2: the judge's pyplot asks for the program's (see _share_pyplot)
     channel.send(dumps(["ready", {k: v for k, v in names.items() if v is None or isinstance(v, str)}]))
@@ -375,7 +338,8 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     missing), each a :class:`~.standin.StandIn`, a copy of its data, or the judge's own import of the
     same module. Installs the :class:`~.mocks.PatchTracker` that carries the tests' patches to the program.
     """
-    channel.send(dumps(["init", program, module_name, entry_point, _top_level_imports(judge_module_source)]))
+    channel.send(dumps(["init", program, module_name, entry_point, _top_level_imports(judge_module_source),
+                        rc_keys(judge_module_source)]))
     try:
         first = loads(channel.recv())
     except (ProgramGone, OSError, CodecError) as exc:
@@ -392,19 +356,18 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     tracker = PatchTracker(module_name, _warning_recorder(exceptions))
     if "mock" in judge_module_source:  # only then can the tests patch (importing unittest.mock costs ~10 ms)
         tracker.install()
-    rng = _RngSync()
+    shared = SharedState.judge(rc_keys(judge_module_source))
     sent: list = [None]
 
     def sync_out() -> dict[str, Any]:
-        state: dict[str, Any] = {"rng": rng.out()}
+        state = shared.out()
         patches = tracker.state(module_name)
         if not same_state(sent[0], patches):
             sent[0] = state["patches"] = patches
         return state
 
-    def sync_in(state: Any) -> None:
-        if isinstance(state, dict):
-            rng.apply(state.get("rng"))
+    def sync_in(state: dict[str, Any]) -> None:
+        shared.apply(state)
 
     peer = Peer(channel, strict=True, claim=class_policy(True, module_name),
                 exceptions=exceptions, sync_out=sync_out, sync_in=sync_in,

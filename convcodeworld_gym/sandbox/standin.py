@@ -13,6 +13,14 @@ What a stand-in never does, whichever side holds it: decide a comparison (``==``
 ``hash`` are identity; ``in`` iterates and compares the items, data, where the test runs), decide
 whether a ``with`` block swallows an exception, or carry code: only data and references cross.
 
+Two things the judge hands over as themselves, never the other way: a builtin class (``int`` in an
+annotation), and a *replica* of each plain function of its own (a test's ``def`` or ``lambda``): a
+function of the program's process with the same name, signature, defaults and annotations, whose
+body calls the judge's function through its stand-in (:func:`make_replica`), so ``inspect`` and
+``types.FunctionType`` checks see what they would in one process while every call still runs in
+the judge. An argument of a call that the callee returns (``assertIs(task_func(d), d)``) comes back
+as the caller's own object, holding what the call changed in it.
+
 The judge (``strict``) is the trusted side: it may read and set what it likes on the program's
 objects. It refuses the program's requests to set attributes or items of its objects, to read their
 private names or dunders (beyond ``__name__``, ``__qualname__``, ``__doc__``, ``__module__``; of a
@@ -27,6 +35,7 @@ class for ``isinstance`` only when that class is a library's, already loaded, an
 from __future__ import annotations
 
 import builtins
+import keyword
 import os
 import struct
 import sys
@@ -39,7 +48,7 @@ from typing import Any
 from .codec import DATA_ROOTS, Codec, CodecError, CodecLimits, Unsendable, dumps, loads
 from .result import cut_middle
 
-__all__ = ["Peer", "StandIn", "standin_class", "capabilities", "RemoteError", "ProgramGone", "Channel", "MAX_ERROR_CHARS"]
+__all__ = ["Peer", "StandIn", "standin_class", "capabilities", "make_replica", "replicable", "RemoteError", "ProgramGone", "Channel", "MAX_ERROR_CHARS"]
 
 #: Longest exception argument or traceback text sent for one failure.
 MAX_ERROR_CHARS = 10_000
@@ -217,6 +226,80 @@ _PROTOCOL: dict[str, Callable] = {
 }
 
 
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+_CO_NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
+
+
+def replicable(obj: Any) -> bool:
+    """Does the judge hand ``obj`` to the program as a replica (a plain Python function: a test's ``def`` or
+    ``lambda``), not as a stand-in? Generators, coroutines and wrapped functions stay stand-ins."""
+    if type(obj) is not types.FunctionType or obj.__code__.co_flags & _CO_NOT_PLAIN:
+        return False
+    own = obj.__dict__
+    return "__wrapped__" not in own and "__signature__" not in own
+
+
+def _builtin_class(obj: Any) -> bool:
+    """A builtin class the judge may hand over as itself (``int`` in an annotation), not one that reaches
+    into objects (``type``, ``object`` ...)."""
+    return (isinstance(obj, type) and getattr(builtins, getattr(obj, "__name__", ""), None) is obj
+            and id(obj) not in _DENIED_BUILTINS)
+
+
+def _str_arg(args: list, i: int) -> str:
+    if len(args) <= i or type(args[i]) is not str:
+        raise CodecError("malformed reference")
+    return args[i]
+
+
+def _parameter_names(spec: dict) -> tuple[list[str], int, str | None, list[str], str | None] | None:
+    """The validated parameter lists of a function description, or None."""
+    positional, kwonly = spec.get("positional"), spec.get("kwonly")
+    varargs, varkw, posonly = spec.get("varargs"), spec.get("varkw"), spec.get("posonly")
+    if not (isinstance(positional, list) and isinstance(kwonly, list) and type(posonly) is int
+            and 0 <= posonly <= len(positional)):
+        return None
+    names = [*positional, *kwonly, *(n for n in (varargs, varkw) if n is not None)]
+    if len(names) > 255 or len(set(names)) != len(names):
+        return None
+    if not all(type(n) is str and n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_ccw")
+               for n in names):
+        return None
+    return positional, posonly, varargs, kwonly, varkw
+
+
+def make_replica(target: StandIn, spec: dict, decode: Callable[[Any], Any]) -> Any:
+    """A function of this process with the signature, names, defaults and annotations of the other side's function
+    that ``spec`` describes (see :meth:`Peer._describe`), whose body calls ``target`` (its stand-in) with the
+    arguments it was given. A description that does not hold together gives ``target`` itself."""
+    parsed = _parameter_names(spec)
+    name, qualname = spec.get("name"), spec.get("qualname")
+    if parsed is None or type(name) is not str or type(qualname) is not str:
+        return target
+    positional, posonly, varargs, kwonly, varkw = parsed
+    declared = [*positional[:posonly], *(["/"] if posonly else []), *positional[posonly:],
+                *([f"*{varargs}"] if varargs else ["*"] if kwonly else []), *kwonly,
+                *([f"**{varkw}"] if varkw else [])]
+    passed = [*positional, *([f"*{varargs}"] if varargs else []), *(f"{n}={n}" for n in kwonly),
+              *([f"**{varkw}"] if varkw else [])]
+    source = f"def _ccw_replica({', '.join(declared)}):\n    return _ccw_target({', '.join(passed)})\n"
+    namespace: dict[str, Any] = {"_ccw_target": target}
+    exec(compile(source, "<a function of the judge>", "exec"), namespace)  # noqa: S102 - names checked above
+    fn = namespace["_ccw_replica"]
+    try:
+        defaults, kwdefaults, annotations = (decode(spec.get(k)) for k in ("defaults", "kwdefaults", "annotations"))
+        fn.__code__ = fn.__code__.replace(co_name=name, **({"co_qualname": qualname} if sys.version_info >= (3, 11) else {}))
+        fn.__name__, fn.__qualname__ = name, qualname
+        fn.__module__ = spec.get("module") if type(spec.get("module")) is str else None
+        fn.__doc__ = spec.get("doc") if type(spec.get("doc")) is str else None
+        fn.__defaults__ = defaults if type(defaults) is tuple and len(defaults) <= len(positional) else None
+        fn.__kwdefaults__ = kwdefaults if type(kwdefaults) is dict and set(kwdefaults) <= set(kwonly) else None
+        fn.__annotations__ = annotations if type(annotations) is dict else {}
+    except (CodecError, TypeError, ValueError):
+        return target
+    return fn
+
+
 def capabilities(obj: Any) -> list[str]:
     """The protocol methods ``obj``'s type has (what its stand-in will have)."""
     # Looked up in the classes' dicts: a getattr would run descriptors (a MagicMock makes a child mock for each).
@@ -253,6 +336,9 @@ _BUILTIN_OPS: dict[str, Callable[..., Any]] = {
 }
 
 
+_EXACT_WRITE_BACK = (list, dict, set, bytearray)
+
+
 def _mutable(value: Any) -> bool:
     np = sys.modules.get("numpy")
     return type(value) in (list, dict, set, bytearray) or (np is not None and type(value) is np.ndarray)
@@ -280,6 +366,27 @@ def _write_back(payload: Any, changed: list) -> None:
             orig.update(new)
         elif orig.shape == new.shape and orig.dtype == new.dtype and orig.flags.writeable:
             orig[...] = new
+
+
+def _argument_refs(payload: list) -> dict[int, list]:
+    """``id(argument) -> ["r", "arg", position or keyword]`` for a call's arguments whose in-place changes
+    :func:`_write_back` copies exactly (lists, dicts, sets, bytearrays): returned, or inside what is returned,
+    each comes back to the caller as its own object (``assertIs(task_func(d), d)``)."""
+    args, kwargs = payload
+    refs = {id(v): ["r", "arg", i] for i, v in enumerate(args) if type(v) in _EXACT_WRITE_BACK}
+    refs.update((id(v), ["r", "arg", k]) for k, v in kwargs.items() if type(v) in _EXACT_WRITE_BACK)
+    return refs
+
+
+def _argument(payload: list, ref: list) -> Any:
+    """The caller's own argument a ``["r", "arg", key]`` reference of the answer names."""
+    args, kwargs = payload
+    key = ref[1] if len(ref) == 2 else None
+    if type(key) is int and 0 <= key < len(args) and type(args[key]) in _EXACT_WRITE_BACK:
+        return args[key]
+    if type(key) is str and type(kwargs.get(key)) in _EXACT_WRITE_BACK:
+        return kwargs[key]
+    raise CodecError("a reference to an argument the call did not have")
 
 
 def _readable_by_program(obj: Any, name: str) -> bool:
@@ -414,7 +521,9 @@ class Peer:
         self.limits = limits or CodecLimits()
         self._exports: dict[int, Any] = {}
         self._export_ids: dict[int, int] = {}
-        self._standins: dict[int, StandIn] = {}
+        self._standins: dict[int, Any] = {}  # handle -> StandIn, or the function replica of one
+        self._replicas: dict[int, int] = {}  # id(function replica) -> the other side's handle
+        self._describing: set[int] = set()  # handles of functions whose description is being encoded
         self._lock = threading.RLock()
         self._gone: str | None = None
         self._pid = _getpid()
@@ -436,10 +545,22 @@ class Peer:
     def _export_tree(self, obj: Any) -> Any:
         if isinstance(obj, StandIn) and object.__getattribute__(obj, "_ccw_peer") is self:
             return ["r", "yours", object.__getattribute__(obj, "_ccw_handle")]
+        if type(obj) is types.FunctionType and id(obj) in self._replicas:
+            return ["r", "yours", self._replicas[id(obj)]]
         if isinstance(obj, Unsendable):
             return ["x", obj.reason]
         if self.strict and self._refused_export(obj):
             return ["x", f"the judge does not hand its {type(obj).__name__} objects to the program"]
+        if self.strict and _builtin_class(obj):
+            return ["r", "builtin", obj.__name__]
+        if self.strict and replicable(obj):
+            handle = self.export(obj)
+            if handle not in self._describing:
+                self._describing.add(handle)
+                try:
+                    return ["r", "fn", handle, self._describe(obj)]
+                finally:
+                    self._describing.discard(handle)
         cls = type(obj)
         claim = [getattr(cls, "__module__", "") or "", getattr(cls, "__qualname__", "") or ""]
         return ["r", "mine", self.export(obj), claim, capabilities(obj)]
@@ -449,7 +570,27 @@ class Peer:
         return (isinstance(obj, (types.ModuleType, types.FrameType, types.TracebackType, types.CodeType))
                 or id(obj) in _DENIED_BUILTINS)
 
+    def _describe(self, fn: types.FunctionType) -> dict[str, Any]:
+        """What the program's replica of the judge's function ``fn`` needs: its signature and names, its
+        defaults and annotations as values (data, stand-ins, further replicas)."""
+        code = fn.__code__
+        names, n_pos, n_kw = code.co_varnames, code.co_argcount, code.co_kwonlyargcount
+        extra = iter(names[n_pos + n_kw:])
+        doc = fn.__doc__ if isinstance(fn.__doc__, str) else None
+        return {"name": str(fn.__name__), "qualname": str(fn.__qualname__), "module": str(fn.__module__ or ""),
+                "doc": None if doc is None else _clip(doc),
+                "positional": list(names[:n_pos]), "posonly": code.co_posonlyargcount,
+                "varargs": next(extra) if code.co_flags & _CO_VARARGS else None,
+                "kwonly": list(names[n_pos:n_pos + n_kw]),
+                "varkw": next(extra, None) if code.co_flags & _CO_VARKEYWORDS else None,
+                "defaults": self.encode(fn.__defaults__), "kwdefaults": self.encode(fn.__kwdefaults__),
+                "annotations": self.encode(dict(fn.__annotations__))}
+
     def _resolve(self, args: list) -> Any:
+        if args and args[0] in ("builtin", "fn"):
+            if self.strict:
+                raise CodecError("malformed reference")
+            return self._resolve_given(args)
         if not args or args[0] not in ("mine", "yours") or len(args) < 2 or type(args[1]) is not int:
             raise CodecError("malformed reference")
         if args[0] == "yours":  # one of this side's own objects, coming back
@@ -466,8 +607,33 @@ class Peer:
             self._standins[handle] = found
         return found
 
-    def codec(self) -> Codec:
-        return Codec(self._export_tree, self._resolve, self.limits)
+    def _resolve_given(self, args: list) -> Any:
+        """The program's side of what the judge hands over as itself: a builtin class, or a real function that
+        forwards each call to the judge's (:func:`make_replica`), so ``inspect`` and ``types.FunctionType``
+        checks see a function with the judge's signature."""
+        if args[0] == "builtin":
+            found = getattr(builtins, _str_arg(args, 1), None)
+            if not _builtin_class(found):
+                raise CodecError("malformed reference")
+            return found
+        if len(args) != 3 or type(args[1]) is not int or not isinstance(args[2], dict):
+            raise CodecError("malformed reference")
+        handle = args[1]
+        found = self._standins.get(handle)
+        if found is None:
+            target = standin_class(None, ["__call__"])(self, handle, None)
+            found = make_replica(target, args[2], self.decode)
+            self._standins[handle] = found
+            if found is not target:
+                self._replicas[id(found)] = handle
+        return found
+
+    def codec(self, arguments: list | None = None, known: dict[int, Any] | None = None) -> Codec:
+        """A codec of this side's references; ``arguments`` (the ``[args, kwargs]`` of this side's call being
+        answered) resolve the answer's ``["r", "arg", key]`` references; ``known`` presets trees by object."""
+        resolve = self._resolve if arguments is None else (
+            lambda ref: _argument(arguments, ref) if ref and ref[0] == "arg" else self._resolve(ref))
+        return Codec(self._export_tree, resolve, self.limits, known)
 
     def encode(self, value: Any) -> Any:
         return self.codec().encode(value)
@@ -506,18 +672,31 @@ class Peer:
         return message
 
     def _outgoing_sync(self) -> Any:
+        """``[[key, tree], ...]``: each part of ``sync_out()`` encoded on its own (one that cannot cross is left out)."""
         if self._sync_out is None:
             return None
-        try:
-            return self.encode(self._sync_out())
-        except CodecError:
-            return None
+        parts = []
+        for key, value in self._sync_out().items():
+            try:
+                parts.append([key, self.encode(value)])
+            except CodecError:
+                continue
+        return parts or None
 
-    def _incoming_sync(self, tree: Any) -> None:
-        if tree is None or self._sync_in is None:
+    def _incoming_sync(self, parts: Any) -> None:
+        """Apply what came with a message: each part decoded on its own, so one this side cannot rebuild (a numpy
+        state where numpy is not loaded) does not keep the others from being applied."""
+        if not isinstance(parts, list) or self._sync_in is None:
             return
+        state = {}
+        for part in parts:
+            if isinstance(part, list) and len(part) == 2 and type(part[0]) is str:
+                try:
+                    state[part[0]] = self.decode(part[1])
+                except CodecError:
+                    continue
         try:
-            self._sync_in(self.decode(tree))
+            self._sync_in(state)
         except Exception:  # noqa: BLE001 - a state the other side garbled is not applied
             pass
 
@@ -543,7 +722,7 @@ class Peer:
                 self._incoming_sync(sync)
                 if kind == "ok":
                     try:
-                        answer = self.decode(body)
+                        answer = self.codec(payload if op == "call" else None).decode(body)
                     except CodecError as exc:
                         raise RemoteError(f"the answer of the other process cannot be read: {exc}") from None
                     if op != "call":
@@ -575,8 +754,11 @@ class Peer:
             payload = self.decode(body)
             result = self._dispatch(op, self._exports[handle], payload)
             if op == "call":  # with the arguments the call changed in place (a list the program sorted)
-                result = (result, self._changed_arguments(payload, body))
-            reply = ["a", "ok", self.encode(result)]
+                changed = self.encode(self._changed_arguments(payload, body))
+                tree = ["t", [self.codec(known=_argument_refs(payload)).encode(result), changed]]
+            else:
+                tree = self.encode(result)
+            reply = ["a", "ok", tree]
         except CodecError as exc:
             reply = ["a", "exc", self._exception_tree(RemoteError(f"the value cannot cross between the processes: {exc}"))]
         except BaseException as exc:  # noqa: BLE001 - the other side's failure, SystemExit included

@@ -358,7 +358,7 @@ def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Ch
             os.close(fd)
         sys.path.insert(0, workdir)
         try:
-            serve_program(Channel(to_prog_r, to_judge_w))
+            serve_program(Channel(to_prog_r, to_judge_w), private_paths=(workdir,))
         except Exception:  # noqa: BLE001 - the judge closed the channel (a discarded spare) or sent nothing usable
             pass
         os._exit(0)

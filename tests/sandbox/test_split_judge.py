@@ -478,14 +478,15 @@ def test_square_still_passes(sandbox):
 # ----------------------------------------------------------------------------- modes
 
 # Its tests read the interpreter state the program changed (sys.path): only one process can judge that.
-IN_PLACE = Task("split/sys_path", "Add a path.", "import sys\ndef task_func(p):\n", "task_func", "    sys.path.append(p)\n",
-                "import sys, unittest\nclass TestCases(unittest.TestCase):\n    def test_path(self):\n"
-                "        task_func('/ccw/x')\n        self.assertIn('/ccw/x', sys.path)\n",
+IN_PLACE = Task("split/set_attribute", "Label a box.", "def task_func(box):\n", "task_func", "    box.label = 'x'\n",
+                "import unittest\nclass Box:\n    label = None\nclass TestCases(unittest.TestCase):\n"
+                "    def test_label(self):\n        box = Box()\n        task_func(box)\n"
+                "        self.assertEqual(box.label, 'x')\n",
                 source="bigcodebench:test")
 
 
 def test_in_process_judging_happens_only_on_request(sandbox):
-    profile = sandbox.profile(IN_PLACE)  # its canonical solution fails split (another sys.path): stays split
+    profile = sandbox.profile(IN_PLACE)  # its canonical solution fails split (no setattr on judge objects): stays split
     assert profile.mode.value == "split" and not profile.canonical_passed, profile
     result = sandbox.run(IN_PLACE, IN_PLACE.ground_truth)
     assert not result.passed and result.details["judge"] == "split" and result.details["forgeable"] is False
