@@ -148,8 +148,12 @@ class StandIn:
         claimed = object.__getattribute__(self, "_ccw_class")
         return claimed if claimed is not None else type(self)
 
-    def __getattr__(self, name: str) -> Any:  # the owner decides what may be read (the judge: no private names)
-        return self._ccw_peer.request("getattr", self._ccw_handle, name)
+    def __getattribute__(self, name: str) -> Any:  # also for explicit calls: ``obj.__getattribute__("app")``
+        try:
+            return object.__getattribute__(self, name)
+        except AttributeError:  # the owner decides what may be read (the judge: no private names)
+            return object.__getattribute__(self, "_ccw_peer").request(
+                "getattr", object.__getattribute__(self, "_ccw_handle"), name)
 
     def __setattr__(self, name: str, value: Any) -> None:  # the judge refuses; the program's objects take it
         self._ccw_peer.request("setattr", self._ccw_handle, [name, value])
@@ -839,12 +843,22 @@ class Peer:
         cls = type(exc)
         bases = [[str(getattr(c, "__module__", "")), str(getattr(c, "__qualname__", ""))] for c in cls.__mro__[1:8]
                  if c not in (object, BaseException, Exception)]
-        return [str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")), args, text, bases]
+        return [str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")), args, text, bases,
+                self._exception_attributes(exc)]
+
+    def _exception_attributes(self, exc: BaseException) -> Any:
+        """The public attributes of ``exc``'s own ``__dict__`` (an ``HTTPError``'s ``code`` and ``msg``), encoded."""
+        try:
+            own = {k: v for k, v in object.__getattribute__(exc, "__dict__").items()
+                   if type(k) is str and k.isidentifier() and not k.startswith("_")}
+            return self.encode(dict(list(own.items())[:100]))
+        except Exception:  # noqa: BLE001 - no __dict__, or a value that cannot cross: sent without them
+            return None
 
     def _rebuild(self, body: Any) -> BaseException:
-        if not (isinstance(body, list) and len(body) == 5 and all(type(p) is str for p in (body[0], body[1], body[3]))):
+        if not (isinstance(body, list) and len(body) == 6 and all(type(p) is str for p in (body[0], body[1], body[3]))):
             return RemoteError("the other process failed, and sent a malformed description")
-        module, qualname, args_tree, text, bases = body
+        module, qualname, args_tree, text, bases, attributes = body
         try:
             args = self.decode(args_tree)
         except CodecError:
@@ -871,11 +885,33 @@ class Peer:
             exc = RemoteError(f"the program raised {qualname}{args!r}")
         else:
             exc = RemoteError(f"{module}.{qualname}: {', '.join(map(str, args))}")
+        self._set_attributes(exc, attributes)
         # The judge's test runner splices this after the test's own frames, so the traceback reads
         # as if the program had run in the test's process (as in the reference).
         exc.ccw_remote_traceback = text  # type: ignore[attr-defined]
         exc.__suppress_context__ = True
         return exc
+
+
+    def _set_attributes(self, exc: BaseException, tree: Any) -> None:
+        """Give a rebuilt exception the other side's public instance attributes, in its ``__dict__`` (so none
+        replaces a property of its class). The judge takes only values that are data or stand-ins, never
+        a callable, and none of the program's exceptions' names that its class defines (methods)."""
+        if tree is None or isinstance(exc, RemoteError):
+            return
+        try:
+            values = self.decode(tree)
+            own = object.__getattribute__(exc, "__dict__")
+        except (CodecError, AttributeError):
+            return
+        if not isinstance(values, dict):
+            return
+        for key, value in values.items():
+            if not (type(key) is str and key.isidentifier() and not key.startswith("_")) or key in own:
+                continue
+            if self.strict and (callable(value) or hasattr(type(exc), key)):
+                continue
+            own[key] = value
 
 
 def _format_exception(exc: BaseException) -> list[str]:

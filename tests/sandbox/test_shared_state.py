@@ -288,3 +288,45 @@ def test_standard_library_dicts_cross_as_stand_ins_with_their_attributes(sandbox
 
 def test_square_still_passes(sandbox):
     split_pass(sandbox, SQUARE)
+
+
+# ----------------------------------------------------------------------------- exceptions and attributes
+
+EXCEPTION_TESTS = """import unittest
+import urllib.error
+from unittest.mock import patch
+class TestCases(unittest.TestCase):
+    @patch('urllib.request.urlopen')
+    def test_the_judges_exception_keeps_its_attributes(self, urlopen):
+        urlopen.side_effect = urllib.error.HTTPError('http://x', 404, 'Not Found', hdrs={}, fp=None)
+        self.assertEqual(task_func('http://x'), '404 Not Found')
+    def test_the_programs_exception_keeps_its_data(self):
+        with self.assertRaises(ValueError) as caught:
+            fail()
+        self.assertEqual(caught.exception.code, 7)
+        self.assertFalse(callable(getattr(caught.exception, 'hook', None)))
+        self.assertEqual(caught.exception.with_traceback(None).args, ('bad',))
+    def test_explicit_getattribute(self):
+        self.assertEqual(box().__getattribute__('label'), 'x')
+"""
+EXCEPTION_SOLUTION = """    try:
+        urllib.request.urlopen(url)
+    except urllib.error.HTTPError as e:
+        return f'{e.code} {e.reason}'
+def fail():
+    e = ValueError('bad')
+    e.code = 7
+    e.hook = lambda *a: None  # a callable: never set on the judge's copy
+    e.with_traceback = lambda *a: None  # a name its class defines: never set either
+    raise e
+class Box:
+    label = 'x'
+def box():
+    return Box()
+"""
+EXCEPTIONS = Task("shared/exceptions", "Report the error.", "import urllib.error\nimport urllib.request\n"
+                  "def task_func(url):\n", "task_func", EXCEPTION_SOLUTION, EXCEPTION_TESTS)
+
+
+def test_exceptions_cross_with_their_public_attributes_and_stand_ins_answer_explicit_getattribute(sandbox):
+    split_pass(sandbox, EXCEPTIONS)
