@@ -113,10 +113,11 @@ def test_spares_made_for_the_other_judge_mode_still_judge_right():
     """A worker makes its next spare for the last job's judge mode; jobs alternating between modes
     (the split judge's program process forked on demand, or ended unused) are judged as always."""
     split = Task("modes/split", "Square x.", "def task_func(x):\n", "task_func", "    return x * x\n", SQUARE_TESTS)
-    # Its tests read the sys.path the program changed: only one process can judge that (forgeable).
-    in_place = Task("modes/sys_path", "Add a path.", "import sys\ndef task_func(p):\n", "task_func", "    sys.path.append(p)\n",
-                    "import sys, unittest\nclass TestCases(unittest.TestCase):\n    def test_path(self):\n"
-                    "        task_func('/ccw/x')\n        self.assertIn('/ccw/x', sys.path)\n")
+    # Its program sets an attribute of an object the tests made: only one process can judge that (forgeable).
+    in_place = Task("modes/set_attribute", "Label a box.", "def task_func(box):\n", "task_func", "    box.label = 'x'\n",
+                    "import unittest\nclass Box:\n    label = None\nclass TestCases(unittest.TestCase):\n"
+                    "    def test_label(self):\n        box = Box()\n        task_func(box)\n"
+                    "        self.assertEqual(box.label, 'x')\n")
     with SandboxExecutor(workers=1, preload=(), cache=False, allow_forgeable=True) as ex:
         assert ex.profile(split).mode.value == "split" and ex.profile(in_place).mode.value == "inprocess"
         for _ in range(2):
