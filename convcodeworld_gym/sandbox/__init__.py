@@ -2,7 +2,7 @@
 """
 
 from .cache import ResultCache
-from .confine import Level, SandboxSettings
+from .confinement.confine import Level, SandboxSettings
 from .executor import Executor, Limits
 from .judge import Mode
 from .local import LocalExecutor

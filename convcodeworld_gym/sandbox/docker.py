@@ -13,7 +13,7 @@ limits, the result cache; and a dead worker or container is replaced like a dead
 
 Inside a container the worker reaches level ``uid`` (its namespaces need ``CAP_SYS_ADMIN``, which
 is not given): no PID or mount namespace per run, so after each run the slot's uid is swept
-(:mod:`.sweep`) instead. ``details["confinement"]`` is the worker's report plus the container's
+(:mod:`.confinement.sweep`) instead. ``details["confinement"]`` is the worker's report plus the container's
 own features.
 """
 
@@ -32,9 +32,9 @@ from typing import Any
 
 from ..errors import ExecutorError
 from ..tasks import Task
-from .confine import SandboxSettings
+from .confinement.confine import SandboxSettings
+from .confinement.landlock import abi as landlock_abi
 from .executor import Executor, Limits
-from .landlock import abi as landlock_abi
 from .launch import EXIT_WAIT_S, Launcher, WorkerProcess, worker_boot
 from .local import child_env, describe_exit
 from .pool import SandboxExecutor

@@ -82,7 +82,7 @@ class Launcher(abc.ABC):
     Attributes:
         backend: ``details["backend"]`` of every result (``"sandbox"``, ``"docker"``).
         own_cgroup: True when each worker has a memory cgroup to itself (a container), so that an
-            OOM kill counted there during a run is that run's (:mod:`.cgroup`).
+            OOM kill counted there during a run is that run's (:mod:`.confinement.cgroup`).
     """
 
     backend: str = "sandbox"

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import ExecutorError
 from ..tasks import TEST_CLASS, Task, imported_modules, third_party
 from .cache import ResultCache, result_key
-from .confine import Level, SandboxSettings
+from .confinement.confine import Level, SandboxSettings
 from .executor import Executor, Limits
 from .judge import Mode, static_mode, suspicious_constructs
 from .launch import Launcher, LocalLauncher, WorkerProcess

@@ -3,24 +3,24 @@
 Started by :class:`~convcodeworld_gym.sandbox.pool.SandboxExecutor` as ``python -s -c BOOT CONFIG_JSON``
 (:func:`.launch.worker_boot`: the runtime interpreter, this package's sandbox code only, the standard
 library only) with a scrubbed environment. At start
-it confines itself as far as it can (see :mod:`.confine`), imports the heavy libraries it was told
+it confines itself as far as it can (see :mod:`.confinement.confine`), imports the heavy libraries it was told
 to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line on stdin), it:
 
 1. imports the job's own libraries into itself, so the next run of that task set is warm;
 2. hands the job to a *spare*: a child forked before the job came, straight into a new PID
-   namespace (:class:`.confine.RunNamespaces`: it is pid 1 there). It opened its own mount
+   namespace (:class:`.confinement.confine.RunNamespaces`: it is pid 1 there). It opened its own mount
    namespace (fresh tmpfs ``/tmp``) and its own network (loopback only) and IPC namespaces, became the slot's non-root uid with rlimits in a fresh work
    dir, closed every inherited descriptor, and waits for its job. In ``split`` mode it is the
    judge and has forked the program's process; in ``inprocess`` mode it runs program and tests
    itself;
 3. reads the child's events under the time and output limits and answers one JSON line (where
-   the worker has a memory cgroup to itself, with the processes the OOM killer ended, :mod:`.cgroup`;
+   the worker has a memory cgroup to itself, with the processes the OOM killer ended, :mod:`.confinement.cgroup`;
    ``stages``: seconds of the spare's fork and confinement, the worker's imports for this job, the
    hand-off until the first test event, the tests, and the teardown of the worker's previous run);
 4. then, off the critical path, kills the run's whole PID namespace (by its pid 1, the worker's
    own unreaped child), reaps it, and makes the next spare (again after any new import, so
    spares start warm). At level ``uid`` (no PID namespace per run, e.g. in a container) it
-   first sweeps the slot's uid (:mod:`.sweep`).
+   first sweeps the slot's uid (:mod:`.confinement.sweep`).
 
 The worker is trusted: it never runs the program's code in its own process.
 """
@@ -43,9 +43,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from . import cgroup, confine, landlock, memory, reap, seccomp, sweep
+from . import reap
 from ._runner import emit, run_suite
-from .confine import Confinement, Level, SandboxSettings
+from .confinement import cgroup, confine, landlock, memory, seccomp, sweep
+from .confinement.confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
 from .judge import Channel, Mode, connect_program, serve_program
@@ -64,8 +65,8 @@ class Hardening:
     network differs from its spare's gets a fresh spare.
 
     Attributes:
-        seccomp_filter: the base filter (:func:`.seccomp.build_filter`), or None when not available.
-        socket_filter: the filter leaving only AF_UNIX sockets (:func:`.seccomp.build_socket_filter`), or None.
+        seccomp_filter: the base filter (:func:`.confinement.seccomp.build_filter`), or None when not available.
+        socket_filter: the filter leaving only AF_UNIX sockets (:func:`.confinement.seccomp.build_socket_filter`), or None.
         landlock_read: paths the program may read beneath, or None when Landlock is not available.
         landlock_abi: the kernel's Landlock ABI version.
     """
@@ -204,7 +205,7 @@ def _probe_pid_namespace(spawn: confine.RunNamespaces, readable: list[str]) -> N
 
 def _import_quietly(names: list[str]) -> None:
     """Import ``names`` into the worker (failures are left to the run to report), :func:`warm_up` them, and
-    :func:`.memory.settle` the worker so that forking it stays cheap."""
+    :func:`.confinement.memory.settle` the worker so that forking it stays cheap."""
     for name in names:
         if name in sys.modules:
             continue
