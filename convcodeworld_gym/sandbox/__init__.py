@@ -4,7 +4,7 @@
 from .cache import ResultCache
 from .confinement.confine import Level, SandboxSettings
 from .executor import Executor, Limits
-from .judge import Mode
+from .judge_policy import Mode
 from .local import LocalExecutor
 from .pool import SandboxExecutor
 from .profile import ProfileStore, TaskProfile, TimePolicy

@@ -24,7 +24,7 @@ from ..tasks import TEST_CLASS, Task, imported_modules, third_party
 from .cache import ResultCache, result_key
 from .confinement.confine import Level, SandboxSettings
 from .executor import Executor, Limits
-from .judge import Mode, static_mode, suspicious_constructs
+from .judge_policy import Mode, calibration_modes, check_judge, flagged_constructs, refusal, run_mode
 from .launch import Launcher, LocalLauncher, WorkerProcess
 from .local import MODULE_NAME, assemble
 from .profile import IMPORT_PROFILES, ProfileStore, TaskProfile, TimePolicy, import_profile, profile_for, profile_key
@@ -221,8 +221,7 @@ class SandboxExecutor(Executor):
         python: str | None = None,
         launcher: Launcher | None = None,
     ) -> None:
-        if judge not in ("auto", "split", "inprocess"):
-            raise ValueError(f"judge must be 'auto', 'split' or 'inprocess', got {judge!r}")
+        check_judge(judge)
         self.limits = limits or Limits()
         self.settings = settings or SandboxSettings()
         self.require = Level(require) if require is not None else None
@@ -331,15 +330,9 @@ class SandboxExecutor(Executor):
     def run(self, task: Task, program: str) -> ExecutionResult:
         if (refused := self.refuse_oversized(task, program)) is not None:
             return refused
-        if self.judge != "auto":
-            mode, limits, profile = Mode(self.judge), self.limits, None
-        elif self.calibrate:
-            profile = self.profile(task)
-            mode, limits = profile.mode, self._limits_for(profile)
-            if mode is Mode.INPROCESS and not self.allow_forgeable:  # a profile stored before, or by an executor that allowed it
-                mode = Mode.SPLIT
-        else:
-            mode, limits, profile = static_mode(task.test) or Mode.SPLIT, self.limits, None
+        profile = self.profile(task) if self.judge == "auto" and self.calibrate else None
+        mode = run_mode(self.judge, task.test, profile.mode if profile is not None else None, self.allow_forgeable)
+        limits = self._limits_for(profile) if profile is not None else self.limits
         return self._run_mode(task, program, mode, limits, profile)
 
     def close(self) -> None:
@@ -364,9 +357,10 @@ class SandboxExecutor(Executor):
         the profile's note says what failed, and whether the retry passed.
         """
         cap = self.time_policy.limits_for(None, self.limits)
-        first = static_mode(task.test) or Mode.SPLIT
+        modes = calibration_modes(task.test, self.allow_forgeable)
+        first = modes[0]
         tried = []
-        for mode in dict.fromkeys((first, Mode.INPROCESS) if self.allow_forgeable else (first,)):
+        for mode in modes:
             result = self._execute(task, task.ground_truth, mode, cap)
             retried, fresh = "", False
             if not result.passed and not result.details.get("missing_modules"):  # a missing library is no accident
@@ -401,15 +395,10 @@ class SandboxExecutor(Executor):
         details = dict(result.details)
         if profile is not None:
             details["profile"] = profile.to_json()
-        flagged: tuple[str, ...] = ()
-        if mode is Mode.INPROCESS:  # what the task's own solution needs is not held against a program
-            allowed = set(suspicious_constructs(task.ground_truth))
-            flagged = tuple(c for c in suspicious_constructs(program) if c not in allowed)
+        flagged = flagged_constructs(mode, program, task.ground_truth)
         if flagged and result.passed:
             details["flagged"] = list(flagged)
-            result = replace(result, crash=(
-                "JudgeRefused: this task is judged in-process, where a program can forge its own verdict, and this "
-                f"program uses {', '.join(flagged)}; it is not rewarded."))
+            result = replace(result, crash=refusal(flagged))
         result = replace(result, details=details)
         self._remember(task, program, mode, limits, result)
         return result

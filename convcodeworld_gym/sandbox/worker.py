@@ -49,7 +49,8 @@ from .confinement import cgroup, confine, landlock, memory, seccomp, sweep
 from .confinement.confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
-from .judge import Channel, Mode, connect_program, serve_program
+from .judge import Channel, connect_program, serve_program
+from .judge_policy import Mode
 from .local import child_env, collect_events, describe_exit, new_token
 
 __all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
