@@ -20,7 +20,7 @@ import time
 import unittest
 
 from _timing import measure
-from convcodeworld_gym.sandbox import memory
+from convcodeworld_gym.sandbox.confinement import memory
 from convcodeworld_gym.sandbox.worker import warm_up
 
 

@@ -33,7 +33,7 @@ from .protocol import PROTOCOLS
 from .registration import LIVE_IDS, env_id
 from .runs.report import write_report
 from .sandbox import Executor, Limits, SandboxExecutor
-from .sandbox.confine import Level
+from .sandbox.confinement.confine import Level
 from .sandbox.runtimes import KNOWN_RUNTIMES, RUNTIME_PYTHON_ENV, RUNTIMES_DIR_ENV, install_runtime, resolve_runtime, runtimes_dir
 from .tasks import BIGCODEBENCH_ENV, Task
 

@@ -2,9 +2,9 @@
 """
 
 from .cache import ResultCache
-from .confine import Level, SandboxSettings
+from .confinement.confine import Level, SandboxSettings
 from .executor import Executor, Limits
-from .judge import Mode
+from .judge_policy import Mode
 from .local import LocalExecutor
 from .pool import SandboxExecutor
 from .profile import ProfileStore, TaskProfile, TimePolicy

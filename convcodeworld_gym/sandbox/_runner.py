@@ -1,30 +1,30 @@
 """Child side of the local executor: run one program against its unittest suite.
 
-Run as a script (``python -s _runner.py``) with the job as JSON on stdin:
-``{"program": str, "test": str, "test_class": str, "module": str, "token": str}``.
+Run as a script (``python -s _runner.py``) with the job (a :class:`~.messages.RunnerJob`) on stdin.
 The result channel is the file descriptor named by ``$CCW_RESULT_FD``; events go there as
 JSON lines, each flushed before the next test starts, so a parent that must kill this
 process still knows every test that finished. Each line starts with the run's token (a secret
 the parent chose for this run), so that a line the program writes to the
-channel without it is recognised as not the runner's and fails the run (see ``collect_events``):
+channel without it is recognised as not the runner's and fails the run (see ``collect_events``).
+The events are those of :mod:`.messages`:
 
-    {"e": "start", "name": ...}                       a test began
-    {"e": "end", "name": ..., "outcome": ..., "tb": ...}  a test finished
-    {"e": "crash", "tb": ...}                          failure outside any test
-    {"e": "done"}                                      the suite ran to its end
+    Start(name)                a test began
+    End(name, outcome, tb)     a test finished
+    Crash(tb)                  failure outside any test
+    Done()                     the suite ran to its end
 
 Only the test may control its own outcome: a skip or stop raised by the program, or by a class
 dressed as unittest's, fails the test (:class:`TestGuard`), and a test that reports nothing is an
 error, never a pass.
 
-This file imports nothing from the package: it must start fast and stand alone. Sandbox
-workers import :func:`run_suite` from it (the same test loop, in a forked child).
+This file imports nothing from the package but :mod:`.messages` (standard library only, found beside
+it when run as a script): it must start fast and stand alone. Sandbox workers import :func:`run_suite`
+from it (the same test loop, in a forked child).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import linecache
 import os
 import re
@@ -32,6 +32,13 @@ import sys
 import traceback
 import types
 import unittest
+
+if __package__:  # imported: by a sandbox worker, or a test
+    from .messages import Crash, Done, End, Event, RunnerJob, Start, seal
+else:  # run as a script by LocalExecutor: its own dir is sys.path[0] until main() makes it the work dir
+    from messages import Crash, Done, End, Event, RunnerJob, Start, seal  # type: ignore[no-redef]
+
+    del sys.modules["messages"]  # a program's own ``import messages`` must not find ours
 
 __all__ = ["emit", "run_suite", "TestGuard", "ControlFlowRefused", "NO_OUTCOME"]
 
@@ -42,9 +49,9 @@ __unittest = True
 NO_OUTCOME = "ControlFlowRefused: the test finished without reporting an outcome (no pass, failure, error or skip); it is not passed."
 
 
-def emit(fd: int, event: dict, token: str) -> None:
+def emit(fd: int, event: Event, token: str) -> None:
     """Write ``event`` to the result channel ``fd`` as one line, sealed with the run's ``token``."""
-    data = (token + json.dumps(event) + "\n").encode("utf-8", "surrogatepass")
+    data = seal(event, token)
     while data:
         data = data[os.write(fd, data):]
 
@@ -251,13 +258,13 @@ class _StreamingResult(unittest.TestResult):
 
     def startTest(self, test) -> None:  # noqa: N802 (unittest API)
         super().startTest(test)
-        self._send({"e": "start", "name": self._name(test)})
+        self._send(Start(self._name(test)))
 
     def stopTest(self, test) -> None:  # noqa: N802
         super().stopTest(test)
         name = self._name(test)
         outcome, tb = self._current.pop(name, ("error", NO_OUTCOME))
-        self._send({"e": "end", "name": name, "outcome": outcome, "tb": tb})
+        self._send(End(name, outcome, tb))
 
     def addSuccess(self, test) -> None:  # noqa: N802
         super().addSuccess(test)
@@ -269,7 +276,7 @@ class _StreamingResult(unittest.TestResult):
         if why is None:
             self._record(getattr(test, "test_case", test), "skipped", str(reason))
         elif not isinstance(test, unittest.TestCase):  # setUpClass / module fixture
-            self._send({"e": "end", "name": str(test), "outcome": "error", "tb": f"ControlFlowRefused: {why}"})
+            self._send(End(str(test), "error", f"ControlFlowRefused: {why}"))
         else:
             self._record(getattr(test, "test_case", test), "error", f"ControlFlowRefused: {why}")
 
@@ -309,7 +316,7 @@ class _StreamingResult(unittest.TestResult):
     def addError(self, test, err) -> None:  # noqa: N802
         super().addError(test, err)
         if not isinstance(test, unittest.TestCase):  # setUpClass / module fixture failures
-            self._send({"e": "end", "name": str(test), "outcome": "error", "tb": self.errors[-1][1]})
+            self._send(End(str(test), "error", self.errors[-1][1]))
             return
         self._record(test, "error", self.errors[-1][1])
 
@@ -345,18 +352,17 @@ def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: d
         suite.run(_StreamingResult(fd, token, guard))
     except BaseException as exc:  # noqa: BLE001 - anything outside the tests is a crash, SystemExit included
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # drop this frame
-        emit(fd, {"e": "crash", "tb": "".join(traceback.format_exception(type(exc), exc, tb))}, token)
+        emit(fd, Crash("".join(traceback.format_exception(type(exc), exc, tb))), token)
         return
-    emit(fd, {"e": "done"}, token)
+    emit(fd, Done(), token)
 
 
 def main() -> None:
     fd = int(os.environ.pop("CCW_RESULT_FD"))
-    job = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogatepass"))
+    job = RunnerJob.from_wire(sys.stdin.buffer.read())
     sys.stdin.close()
     sys.path[0] = os.getcwd()  # like `python script.py` run in the work dir, not in this package
-    token = job.pop("token")
-    run_suite(fd, job["program"] + "\n" + job["test"], job["module"], job["test_class"], token=token, tests=job["test"])
+    run_suite(fd, job.program + "\n" + job.test, job.module, job.test_class, token=job.token, tests=job.test)
     os._exit(0)  # skip interpreter teardown: atexit hooks of the program are not ours to run
 
 

@@ -1,7 +1,7 @@
 """The parent-side clock of one execution, driven by the runner's events.
 
-Any backend that reads the runner's event stream (``start`` / ``end`` / ``crash`` / ``done``)
-feeds each decoded event to :class:`SuiteClock` and asks it for the next deadline: the suite
+Any backend that reads the runner's event stream (:mod:`.messages`: ``Start`` / ``End`` / ``Crash`` /
+``Done``) feeds each decoded event to :class:`SuiteClock` and asks it for the next deadline: the suite
 limit always, the per-test limit while a test runs.
 
 Holds:
@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from .executor import Limits
+from .messages import Crash, Done, End, Event, Start
 
 __all__ = ["SuiteClock"]
 
@@ -21,11 +22,11 @@ class SuiteClock:
     """Deadlines of one execution, started at construction.
 
     >>> clock = SuiteClock(Limits(suite_timeout_s=10, test_timeout_s=1))
-    >>> clock.observe({"e": "start", "name": "test_a"}), clock.deadline()[1]
+    >>> clock.observe(Start("test_a")), clock.deadline()[1]
     (False, 'test_timeout')
-    >>> clock.observe({"e": "end", "name": "test_a"}), clock.deadline()[1]
+    >>> clock.observe(End("test_a", "passed", "")), clock.deadline()[1]
     (False, 'suite_timeout')
-    >>> clock.observe({"e": "done"})
+    >>> clock.observe(Done())
     True
     """
 
@@ -34,14 +35,13 @@ class SuiteClock:
         self.suite_deadline = time.monotonic() + limits.suite_timeout_s
         self.test_deadline: float | None = None
 
-    def observe(self, event: dict) -> bool:
-        """Account for one runner event; True when it ends the suite (``done`` or ``crash``)."""
-        kind = event.get("e")
-        if kind == "start" and self.limits.test_timeout_s is not None:
+    def observe(self, event: Event) -> bool:
+        """Account for one runner event; True when it ends the suite (``Done`` or ``Crash``)."""
+        if isinstance(event, Start) and self.limits.test_timeout_s is not None:
             self.test_deadline = time.monotonic() + self.limits.test_timeout_s
-        elif kind == "end":
+        elif isinstance(event, End):
             self.test_deadline = None
-        return kind in ("done", "crash")
+        return isinstance(event, (Done, Crash))
 
     def deadline(self) -> tuple[float, str]:
         """The next monotonic deadline and the limit it stands for (``suite_timeout`` / ``test_timeout``)."""

@@ -6,20 +6,19 @@ limit (no swap), a pids limit, a read-only root, a tmpfs ``/tmp``, ``no-new-priv
 and Docker's default seccomp profile. PID 1 is a small keeper (user ``nobody``) that reaps
 orphans. The worker (:mod:`.worker`, the same code as the local sandbox's) is ``docker exec``'d
 into it as root with all capabilities dropped but the four it needs (:data:`WORKER_CAPABILITIES`),
-and talks to the pool in JSON lines over the exec's attached stdin/stdout. So Docker runs get
-everything the local sandbox gives: warm forked runs, the split judge (tests in a judge process,
+and talks to the pool in the JSON lines of :mod:`.messages` over the exec's attached stdin/stdout.
+So Docker runs get everything the local sandbox gives: warm forked runs, the split judge (tests in a judge process,
 the program in another, both under the slot's own non-root uid), per-task judge mode and time
 limits, the result cache; and a dead worker or container is replaced like a dead local worker.
 
 Inside a container the worker reaches level ``uid`` (its namespaces need ``CAP_SYS_ADMIN``, which
 is not given): no PID or mount namespace per run, so after each run the slot's uid is swept
-(:mod:`.sweep`) instead. ``details["confinement"]`` is the worker's report plus the container's
+(:mod:`.confinement.sweep`) instead. ``details["confinement"]`` is the worker's report plus the container's
 own features.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -32,11 +31,12 @@ from typing import Any
 
 from ..errors import ExecutorError
 from ..tasks import Task
-from .confine import SandboxSettings
+from .confinement.confine import SandboxSettings
+from .confinement.landlock import abi as landlock_abi
 from .executor import Executor, Limits
-from .landlock import abi as landlock_abi
 from .launch import EXIT_WAIT_S, Launcher, WorkerProcess, worker_boot
 from .local import child_env, describe_exit
+from .messages import WorkerConfig
 from .pool import SandboxExecutor
 from .result import ExecutionResult
 from .runtime import HEAVY_MODULES
@@ -251,14 +251,14 @@ class ContainerLauncher(Launcher):
     def readable(self) -> list[str]:
         return [PACKAGE_IN_CONTAINER, *self._mounted]  # the worker adds its own interpreter's paths
 
-    def start(self, config: dict[str, Any]) -> WorkerProcess:
+    def start(self, config: WorkerConfig) -> WorkerProcess:
         try:
             container = self._client.containers.run(self.image, **self._container_kwargs)
         except Exception as exc:  # docker.errors.APIError, ...
             raise ExecutorError(f"could not start a container of {self.image!r}: {exc}") from exc
         try:
             api = self._client.api
-            exec_id = api.exec_create(container.id, [self.python, "-s", "-c", _BOOT, json.dumps(config)], stdin=True,
+            exec_id = api.exec_create(container.id, [self.python, "-s", "-c", _BOOT, config.to_wire().decode()], stdin=True,
                                       stdout=True, stderr=True, user="0", environment=self._exec_env, workdir="/")["Id"]
             sock = api.exec_start(exec_id, socket=True)
         except Exception as exc:  # noqa: BLE001

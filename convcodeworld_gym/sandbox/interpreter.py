@@ -3,7 +3,7 @@
 A run sees the file system read-only, with a fresh private ``/tmp``. The interpreter that runs
 the program (its prefix, its venv, every ``sys.path`` entry) may itself live under ``/tmp`` (a
 venv made there, a clone under ``/tmp``): those paths are bound back, read-only, into each fresh
-``/tmp`` (:func:`.confine.mount_tmpfs_keeping`), so that a module the worker has not imported
+``/tmp`` (:func:`.confinement.confine.mount_tmpfs_keeping`), so that a module the worker has not imported
 yet, and a ``python`` started by the program, are the same inside a run as outside. Standard
 library only: a runtime interpreter without this project's dependencies imports it.
 """

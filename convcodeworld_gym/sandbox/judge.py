@@ -13,7 +13,7 @@ stand-ins where a test patched (:mod:`.mocks`). Process-wide state that one modu
 messages as data (:mod:`.shared`), so tests that seed before calling still see the same numbers.
 
 *In-process* judging (program and tests in one process, as the reference does) is an explicit
-opt-in only: there a program can forge its verdict, and :func:`suspicious_constructs` flags the
+opt-in only: there a program can forge its verdict, and :func:`.judge_policy.suspicious_constructs` flags the
 programs that touch what lets it.
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import enum
 import importlib
 import os
 import sys
@@ -37,84 +36,7 @@ from .mocks import PatchApplier, PatchTracker, same_state
 from .shared import SharedState, rc_keys
 from .standin import Channel, Peer, ProgramGone, RemoteError, StandIn, _clip, class_policy, exception_policy
 
-__all__ = ["Mode", "static_mode", "suspicious_constructs", "serve_program", "connect_program", "Channel",
-           "ProgramGone", "RemoteError"]
-
-
-class Mode(str, enum.Enum):
-    """How the tests of a task are judged."""
-
-    SPLIT = "split"
-    INPROCESS = "inprocess"
-
-
-def static_mode(test_source: str) -> Mode | None:
-    """The mode a test source forces, or ``None`` (then calibration decides). No source forces one now:
-    the tests' mocks reach the program's process through stand-ins.
-
-    >>> static_mode("from unittest.mock import patch\\n@patch('os.listdir')\\ndef test_a(self, m): pass") is None
-    True
-    """
-    return None
-
-
-_SUSPICIOUS_NAMES = {
-    "_getframe": "frame access (sys._getframe)",
-    "f_back": "frame walking (f_back)",
-    "f_globals": "frame globals (f_globals)",
-    "f_locals": "frame locals (f_locals)",
-    "tb_frame": "frame access (tb_frame)",
-    "currentframe": "frame access (inspect.currentframe)",
-    "stack": None,  # inspect.stack: only with inspect, checked below
-    "get_objects": "gc.get_objects",
-    "get_referrers": "gc.get_referrers",
-    "_exit": "os._exit",
-    "settrace": "tracing hooks (settrace)",
-    "setprofile": "profiling hooks (setprofile)",
-    "TestCase": "unittest.TestCase internals",
-    "TestResult": "unittest.TestResult internals",
-    "TextTestRunner": "unittest runner internals",
-    "TestLoader": "unittest loader internals",
-    "addSuccess": "unittest result internals",
-    "__subclasses__": "class-hierarchy walking (__subclasses__)",
-}
-
-
-def suspicious_constructs(program: str) -> tuple[str, ...]:
-    """What in ``program`` could forge an in-process verdict: frames, gc, unittest internals, ``os._exit``, fds.
-
-    Parsed, never run. An unparsable program returns ``()`` (it fails to compile anyway).
-
-    >>> suspicious_constructs("import sys\\ndef task_func():\\n    sys._getframe(1).f_globals['x'] = 1")
-    ('frame globals (f_globals)', 'frame access (sys._getframe)')
-    >>> suspicious_constructs("def task_func(x):\\n    return x + 1")
-    ()
-    """
-    try:
-        tree = ast.parse(program)
-    except (SyntaxError, ValueError):
-        return ()
-    found: dict[str, None] = {}
-    for node in ast.walk(tree):
-        name = None
-        if isinstance(node, ast.Attribute):
-            name = node.attr
-        elif isinstance(node, ast.Name):
-            name = node.id
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
-            for root in sorted({m.split(".")[0] for m in mods if m} & {"unittest", "gc", "ctypes"}):
-                found[f"imports {root}"] = None
-            name = None
-            for alias in node.names:
-                if alias.name in _SUSPICIOUS_NAMES and _SUSPICIOUS_NAMES[alias.name]:
-                    found[_SUSPICIOUS_NAMES[alias.name]] = None  # type: ignore[index]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if "/proc/self/fd" in node.value or "/dev/fd" in node.value or "/proc/self/mem" in node.value:
-                found["result channel access (/proc/self/fd)"] = None
-        if name is not None and _SUSPICIOUS_NAMES.get(name):
-            found[_SUSPICIOUS_NAMES[name]] = None  # type: ignore[index]
-    return tuple(found)
+__all__ = ["serve_program", "connect_program", "Channel", "ProgramGone", "RemoteError"]
 
 
 # ----------------------------------------------------------------------------- both sides of a split run

@@ -1,7 +1,7 @@
 """Where a sandbox worker runs: how the pool starts one, talks to it, and stops it.
 
-A :class:`~.pool.SandboxExecutor` speaks to each worker (:mod:`.worker`) in JSON lines: jobs on
-the worker's stdin, replies on its stdout. A :class:`Launcher` decides where that worker lives and
+A :class:`~.pool.SandboxExecutor` speaks to each worker (:mod:`.worker`) in the messages of
+:mod:`.messages`, one JSON line each: jobs on the worker's stdin, replies on its stdout. A :class:`Launcher` decides where that worker lives and
 hands back a :class:`WorkerProcess`, the pool's only handle on it. :class:`LocalLauncher` starts
 the worker as a child process of this one (the default); :class:`~.docker.ContainerLauncher`
 starts it inside a locked-down container.
@@ -10,7 +10,6 @@ starts it inside a locked-down container.
 from __future__ import annotations
 
 import abc
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .local import child_env, describe_exit
+from .messages import WorkerConfig
 from .needs import RuntimeProbe
 from .reap import kill_group
 from .spawner import spawn
@@ -82,7 +82,7 @@ class Launcher(abc.ABC):
     Attributes:
         backend: ``details["backend"]`` of every result (``"sandbox"``, ``"docker"``).
         own_cgroup: True when each worker has a memory cgroup to itself (a container), so that an
-            OOM kill counted there during a run is that run's (:mod:`.cgroup`).
+            OOM kill counted there during a run is that run's (:mod:`.confinement.cgroup`).
     """
 
     backend: str = "sandbox"
@@ -98,8 +98,8 @@ class Launcher(abc.ABC):
         """Paths, as the worker sees them, that runs must be able to read (the package, the interpreter)."""
 
     @abc.abstractmethod
-    def start(self, config: dict[str, Any]) -> WorkerProcess:
-        """Start a worker with ``config`` (the worker's JSON argument); raises ExecutorError when it cannot."""
+    def start(self, config: WorkerConfig) -> WorkerProcess:
+        """Start a worker with ``config`` (its one command-line argument); raises ExecutorError when it cannot."""
 
     def confinement(self, reported: dict[str, Any]) -> dict[str, Any]:
         """``details["confinement"]`` from what the worker reported (a launcher adds what it confines itself)."""
@@ -184,9 +184,9 @@ class LocalLauncher(Launcher):
     def readable(self) -> list[str]:
         return [PACKAGE_DIR, os.path.dirname(os.path.realpath(self.python))]  # the worker adds its interpreter's paths
 
-    def start(self, config: dict[str, Any]) -> WorkerProcess:
+    def start(self, config: WorkerConfig) -> WorkerProcess:
         proc = spawn(  # from a thread that outlives the worker: it dies with its parent *thread*
-            [self.python, "-s", "-c", worker_boot(PACKAGE_DIR), json.dumps(config)],
+            [self.python, "-s", "-c", worker_boot(PACKAGE_DIR), config.to_wire().decode()],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=child_env("/tmp"), cwd="/", start_new_session=True,
         )

@@ -8,7 +8,6 @@ after it are ``NOT_RUN``.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import selectors
@@ -18,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ from ..tasks import TEST_CLASS, Task
 from .clock import SuiteClock
 from .executor import Executor, Limits
 from .interpreter import shim_dir
+from .messages import Crash, Done, End, Event, RunnerJob, Start, Violation, unseal
 from .reap import has_exited, kill_group
 from .result import ExecutionResult, Outcome, TestResult, cut_middle
 
@@ -46,9 +46,6 @@ MAX_TRACEBACK_CHARS = 20_000
 #: The stop reason of a run whose result channel carried a line that is not a sealed runner event.
 PROTOCOL_VIOLATION = "protocol_violation"
 _TOKEN_BYTES = 16
-#: The events the runner writes, each with exactly these string fields (``outcome``: what a test can report).
-_EVENT_FIELDS = {"start": ("name",), "end": ("name", "outcome", "tb"), "crash": ("tb",), "done": ()}
-_RUNNER_OUTCOMES = frozenset({"passed", "skipped", "failed", "error"})
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 
@@ -122,10 +119,9 @@ class LocalExecutor(Executor):
             details={"backend": "local", "confinement": {"level": "process"}, "judge": "inprocess", "forgeable": True},  # the keys the other executors report
         )
 
-    def _execute(self, task: Task, program: str, workdir: str) -> tuple[list[dict], str | None, str]:
+    def _execute(self, task: Task, program: str, workdir: str) -> tuple[list[Event], str | None, str]:
         token = new_token()
-        job = json.dumps({"program": program, "test": task.test, "test_class": TEST_CLASS, "module": MODULE_NAME,
-                          "token": token})
+        job = RunnerJob(program=program, test=task.test, test_class=TEST_CLASS, module=MODULE_NAME, token=token)
         read_fd, write_fd = os.pipe()
         try:
             proc = subprocess.Popen(
@@ -145,7 +141,7 @@ class LocalExecutor(Executor):
             os.close(write_fd)
         try:
             try:
-                proc.stdin.write(job.encode("utf-8", "surrogatepass"))  # type: ignore[union-attr]
+                proc.stdin.write(job.to_wire())  # type: ignore[union-attr]
                 proc.stdin.close()  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass
@@ -165,19 +161,20 @@ def new_token() -> str:
 def collect_events(
     read_fd: int, limits: Limits, exited: Callable[[], bool], token: str, max_bytes: int = MAX_EVENT_BYTES,
     marks: dict[str, float] | None = None,
-) -> tuple[list[dict], str | None]:
+) -> tuple[list[Event], str | None]:
     """Read events until the suite ends, the child dies, or a limit is hit; returns (events, stop reason).
 
     The stop reason is ``None``, ``"suite_timeout"``, ``"test_timeout"``, ``"output_limit"`` (the
     channel carried more than ``max_bytes``) or :data:`PROTOCOL_VIOLATION`: a line that does not start with
     the run's ``token`` or is not one of the runner's events (a program that wrote to the channel, or
-    garbage of any kind). Reading stops there; the last event is then ``{"e": "violation", "tb": why}``.
+    garbage of any kind, :func:`.messages.unseal`). Reading stops there; the last event is then a
+    :class:`~.messages.Violation` saying which line and why.
     The channel can stay open after the child exits (a grandchild inherited it), so ``exited()`` turning
     true also ends the read once the pipe is drained. ``marks``, when given, gets the ``time.monotonic()``
     of the first event's arrival (``"first"``) for the sandbox's per-stage timings.
     """
     clock = SuiteClock(limits)
-    events: list[dict] = []
+    events: list[Event] = []
     buffer = bytearray()
     total = 0
     seal = token.encode("ascii")
@@ -206,33 +203,15 @@ def collect_events(
             lines = bytes(buffer[:end]).split(b"\n")
             del buffer[: end + 1]
             for line in lines:
-                event, why = _decode(line, seal)
+                event, why = unseal(line, seal)
                 if event is None:
-                    events.append({"e": "violation", "tb": f"line {len(events) + 1} {why}"})
+                    events.append(Violation(f"line {len(events) + 1} {why}"))
                     return events, PROTOCOL_VIOLATION
                 events.append(event)
                 if marks is not None:
                     marks.setdefault("first", time.monotonic())
                 if clock.observe(event):
                     return events, None
-
-
-def _decode(line: bytes, seal: bytes) -> tuple[dict | None, str]:
-    """The runner's event on ``line``, or None and what is wrong with the line."""
-    if not line.startswith(seal):
-        return None, "does not carry the run's token: the test runner did not write it"
-    try:
-        event = json.loads(line[len(seal):].decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return None, f"carries the token but is not JSON ({type(exc).__name__})"
-    if not isinstance(event, dict) or event.get("e") not in _EVENT_FIELDS:
-        return None, "is not an event of the test runner"
-    fields = _EVENT_FIELDS[event["e"]]
-    if set(event) != {"e", *fields} or not all(isinstance(event[f], str) for f in fields):
-        return None, f"is a malformed {event['e']!r} event"
-    if event["e"] == "end" and event["outcome"] not in _RUNNER_OUTCOMES:
-        return None, f"reports an outcome the runner never reports ({event['outcome'][:40]!r})"
-    return event, ""
 
 
 def describe_exit(returncode: int | None, unfinished: str = "did not exit") -> str:
@@ -256,7 +235,7 @@ def _cap(text: str) -> str:
 
 
 def assemble(
-    expected: tuple[str, ...], events: list[dict], stop_reason: str | None, exit_desc: str, limits: Limits
+    expected: tuple[str, ...], events: Sequence[Event], stop_reason: str | None, exit_desc: str, limits: Limits
 ) -> ExecutionResult:
     """Turn the event stream into per-test results. Unreported tests are never passed."""
     finished: dict[str, TestResult] = {}
@@ -264,25 +243,23 @@ def assemble(
     crash: str | None = None
     done = False
     for event in events:
-        kind = event.get("e")
-        name = str(event.get("name", ""))
-        if kind == "start":
-            running = name
-        elif kind == "end":
+        if isinstance(event, Start):
+            running = event.name
+        elif isinstance(event, End):
             try:
-                outcome = Outcome(event.get("outcome"))
+                outcome = Outcome(event.outcome)
             except ValueError:
                 outcome = Outcome.ERROR
-            finished.setdefault(name, TestResult(name, outcome, _cap(str(event.get("tb", "")))))
-            running = None if running == name else running
-        elif kind == "crash":
-            crash = _cap(str(event.get("tb", "")))
-        elif kind == "done":
+            finished.setdefault(event.name, TestResult(event.name, outcome, _cap(event.tb)))
+            running = None if running == event.name else running
+        elif isinstance(event, Crash):
+            crash = _cap(event.tb)
+        elif isinstance(event, Done):
             done = True
 
     limits_hit: tuple[str, ...] = ()
     if stop_reason == PROTOCOL_VIOLATION:
-        why = next((str(e.get("tb")) for e in reversed(events) if e.get("e") == "violation"), "")
+        why = next((e.tb for e in reversed(events) if isinstance(e, Violation)), "")
         crash = (f"ProtocolViolation: the run's result channel carried something other than the test runner's events "
                  f"(its {why}); a program cannot write its own verdict, so the run is failed.")
         if running is not None:

@@ -8,7 +8,6 @@ Holds:
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import queue
@@ -22,11 +21,12 @@ from typing import Any
 from ..errors import ExecutorError
 from ..tasks import TEST_CLASS, Task, imported_modules, third_party
 from .cache import ResultCache, result_key
-from .confine import Level, SandboxSettings
+from .confinement.confine import Level, SandboxSettings
 from .executor import Executor, Limits
-from .judge import Mode, static_mode, suspicious_constructs
+from .judge_policy import Mode, calibration_modes, check_judge, flagged_constructs, refusal, run_mode
 from .launch import Launcher, LocalLauncher, WorkerProcess
 from .local import MODULE_NAME, assemble
+from .messages import Crash, Job, Ready, Reply, RunReply, WorkerConfig, WorkerFailed, reply_from_wire
 from .profile import IMPORT_PROFILES, ProfileStore, TaskProfile, TimePolicy, import_profile, profile_for, profile_key
 from .result import ExecutionResult
 from .needs import Lacking, RuntimeProbe
@@ -76,25 +76,25 @@ class _Worker:
         if self._uid is None and self.launcher.switches_uid:
             self._uid = _claim_uid(self.settings.base_uid)
         uid = self._uid[0] if self._uid else self.settings.base_uid
-        config = {"uid": uid, "settings": asdict(self.settings), "preload": list(self.preload),
-                  "readable": self.launcher.readable(), "own_cgroup": self.launcher.own_cgroup}
+        config = WorkerConfig(uid=uid, settings=asdict(self.settings), preload=tuple(self.preload),
+                              readable=tuple(self.launcher.readable()), own_cgroup=self.launcher.own_cgroup)
         self.proc = self.launcher.start(config)
         try:
             reply = self._read(timeout=120.0)
         except WorkerDied as exc:
             self.stop()
             raise ExecutorError(f"sandbox worker {self.slot} did not start: {exc}") from None
-        if "ready" not in reply:
+        if not isinstance(reply, Ready):
             self.stop()
             raise ExecutorError(f"sandbox worker {self.slot} did not start: {reply}")
-        self.confinement = self.launcher.confinement(reply["ready"])
+        self.confinement = self.launcher.confinement(reply.confinement)
         return self.confinement
 
     @property
     def alive(self) -> bool:
         return self.proc is not None and not self.proc.exited()
 
-    def _read(self, timeout: float) -> dict[str, Any]:
+    def _read(self, timeout: float) -> Reply:
         assert self.proc is not None
         fd = self.proc.fd
         deadline = time.monotonic() + timeout
@@ -112,12 +112,12 @@ class _Worker:
                 raise WorkerDied(f"the sandbox worker {self.proc.exit_text()}")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line.decode("utf-8", "surrogatepass"))
+        return reply_from_wire(line)
 
-    def request(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, job: Job, timeout: float) -> Reply:
         assert self.proc is not None
         try:
-            self.proc.send((json.dumps(job) + "\n").encode("utf-8", "surrogatepass"))
+            self.proc.send(job.to_wire() + b"\n")
         except OSError as exc:
             raise WorkerDied(f"the sandbox worker could not take the job ({exc})") from None
         return self._read(timeout)
@@ -221,8 +221,7 @@ class SandboxExecutor(Executor):
         python: str | None = None,
         launcher: Launcher | None = None,
     ) -> None:
-        if judge not in ("auto", "split", "inprocess"):
-            raise ValueError(f"judge must be 'auto', 'split' or 'inprocess', got {judge!r}")
+        check_judge(judge)
         self.limits = limits or Limits()
         self.settings = settings or SandboxSettings()
         self.require = Level(require) if require is not None else None
@@ -331,15 +330,9 @@ class SandboxExecutor(Executor):
     def run(self, task: Task, program: str) -> ExecutionResult:
         if (refused := self.refuse_oversized(task, program)) is not None:
             return refused
-        if self.judge != "auto":
-            mode, limits, profile = Mode(self.judge), self.limits, None
-        elif self.calibrate:
-            profile = self.profile(task)
-            mode, limits = profile.mode, self._limits_for(profile)
-            if mode is Mode.INPROCESS and not self.allow_forgeable:  # a profile stored before, or by an executor that allowed it
-                mode = Mode.SPLIT
-        else:
-            mode, limits, profile = static_mode(task.test) or Mode.SPLIT, self.limits, None
+        profile = self.profile(task) if self.judge == "auto" and self.calibrate else None
+        mode = run_mode(self.judge, task.test, profile.mode if profile is not None else None, self.allow_forgeable)
+        limits = self._limits_for(profile) if profile is not None else self.limits
         return self._run_mode(task, program, mode, limits, profile)
 
     def close(self) -> None:
@@ -364,9 +357,10 @@ class SandboxExecutor(Executor):
         the profile's note says what failed, and whether the retry passed.
         """
         cap = self.time_policy.limits_for(None, self.limits)
-        first = static_mode(task.test) or Mode.SPLIT
+        modes = calibration_modes(task.test, self.allow_forgeable)
+        first = modes[0]
         tried = []
-        for mode in dict.fromkeys((first, Mode.INPROCESS) if self.allow_forgeable else (first,)):
+        for mode in modes:
             result = self._execute(task, task.ground_truth, mode, cap)
             retried, fresh = "", False
             if not result.passed and not result.details.get("missing_modules"):  # a missing library is no accident
@@ -401,15 +395,10 @@ class SandboxExecutor(Executor):
         details = dict(result.details)
         if profile is not None:
             details["profile"] = profile.to_json()
-        flagged: tuple[str, ...] = ()
-        if mode is Mode.INPROCESS:  # what the task's own solution needs is not held against a program
-            allowed = set(suspicious_constructs(task.ground_truth))
-            flagged = tuple(c for c in suspicious_constructs(program) if c not in allowed)
+        flagged = flagged_constructs(mode, program, task.ground_truth)
         if flagged and result.passed:
             details["flagged"] = list(flagged)
-            result = replace(result, crash=(
-                "JudgeRefused: this task is judged in-process, where a program can forge its own verdict, and this "
-                f"program uses {', '.join(flagged)}; it is not rewarded."))
+            result = replace(result, crash=refusal(flagged))
         result = replace(result, details=details)
         self._remember(task, program, mode, limits, result)
         return result
@@ -485,14 +474,9 @@ class SandboxExecutor(Executor):
         probe = self._launcher.probe()  # None: the worker's import tells
         lacking = probe.lacking_one(task) if probe is not None else Lacking()
         network = network_policy(task)
-        job = {
-            "program": program, "test": task.test, "prelude": task.header, "entry_point": task.entry_point,
-            "module": MODULE_NAME, "test_class": TEST_CLASS, "mode": mode.value,
-            "limits": {"suite_timeout_s": limits.suite_timeout_s, "test_timeout_s": limits.test_timeout_s,
-                       "max_code_chars": limits.max_code_chars},
-            "preload": sorted(m for m in task.third_party_modules if m not in lacking.modules),
-            "network": network,
-        }
+        job = Job(program=program, test=task.test, prelude=task.header, entry_point=task.entry_point, module=MODULE_NAME,
+                  test_class=TEST_CLASS, mode=mode.value, limits=asdict(limits),
+                  preload=tuple(sorted(m for m in task.third_party_modules if m not in lacking.modules)), network=network)
         group, worker = self._take(task, program)
         try:
             if fresh:
@@ -508,30 +492,29 @@ class SandboxExecutor(Executor):
                 worker.stop()
                 self.replaced_workers += 1  # started afresh by the next run on this slot
                 details["worker_died"] = str(exc)
-                reply = {"events": [], "stop_reason": None,
-                         "exit_desc": f"was lost: {exc} (the worker was replaced)"}
-            if "worker_error" in reply:  # never the env's failure: this run fails, the worker is replaced
+                reply = RunReply((), None, f"was lost: {exc} (the worker was replaced)")
+            if isinstance(reply, WorkerFailed):  # never the env's failure: this run fails, the worker is replaced
                 _log.warning("sandbox worker %d failed on a run of %s and is replaced: %s",
-                             worker.slot, task.task_id, reply["worker_error"])
+                             worker.slot, task.task_id, reply.error)
                 worker.stop()
                 self.replaced_workers += 1
-                details["worker_error"] = str(reply["worker_error"])
-                reply = {"events": [{"e": "crash", "tb": f"SandboxError: the sandbox worker failed on this run "
-                                     f"({reply['worker_error']}); the run is failed and the worker replaced."}],
-                         "stop_reason": None, "exit_desc": "was not judged"}
+                details["worker_error"] = reply.error
+                reply = RunReply((Crash(f"SandboxError: the sandbox worker failed on this run ({reply.error}); the run "
+                                        "is failed and the worker replaced."),), None, "was not judged")
         finally:
             self._give(group, worker)
-        result = assemble(task.test_names, reply["events"], reply["stop_reason"], reply["exit_desc"], limits)
+        assert isinstance(reply, RunReply), reply  # a worker answers a job with a RunReply or a WorkerFailed
+        result = assemble(task.test_names, reply.events, reply.stop_reason, reply.exit_desc, limits)
         if lacking.modules:
             details["missing_modules"] = list(lacking.modules)
         if lacking.data:
             details["missing_data"] = list(lacking.data)
-        details["run_s"] = reply.get("run_s")
-        if reply.get("stages"):
-            details["stages"] = reply["stages"]
+        details["run_s"] = reply.run_s
+        if reply.stages:
+            details["stages"] = reply.stages
         limits_hit = result.limits_hit
-        if reply.get("oom_kills"):  # the kernel ended processes of this run at its container's memory limit
-            details["oom_kills"] = reply["oom_kills"]
+        if reply.oom_kills:  # the kernel ended processes of this run at its container's memory limit
+            details["oom_kills"] = reply.oom_kills
             limits_hit += ("memory_limit",)
         return ExecutionResult(tests=result.tests, executed=True, crash=result.crash, limits_hit=limits_hit,
                                wall_time_s=time.monotonic() - started, details=details)

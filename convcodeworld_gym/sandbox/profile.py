@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..tasks import Task
 from .executor import Limits
-from .judge import Mode
+from .judge_policy import Mode
 
 __all__ = ["TimePolicy", "TaskProfile", "ProfileStore", "profile_key", "task_digest", "import_profile", "profile_for",
            "IMPORT_PROFILES"]

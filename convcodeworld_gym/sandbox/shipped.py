@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import ConvCodeWorldError
 from ..tasks import Task
-from .judge import Mode
+from .judge_policy import Mode
 from .profile import TaskProfile, import_profile, task_digest
 
 __all__ = ["ShippedProfiles", "shipped_profiles", "tasks_hash", "write_profiles", "PROFILES_DIR", "FORMAT"]

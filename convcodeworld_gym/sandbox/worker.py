@@ -2,25 +2,27 @@
 
 Started by :class:`~convcodeworld_gym.sandbox.pool.SandboxExecutor` as ``python -s -c BOOT CONFIG_JSON``
 (:func:`.launch.worker_boot`: the runtime interpreter, this package's sandbox code only, the standard
-library only) with a scrubbed environment. At start
-it confines itself as far as it can (see :mod:`.confine`), imports the heavy libraries it was told
-to preload, and answers ``{"ready": confinement}``. Then, per job (one JSON line on stdin), it:
+library only; ``CONFIG_JSON``: a :class:`~.messages.WorkerConfig`) with a scrubbed environment. At start
+it confines itself as far as it can (see :mod:`.confinement.confine`), imports the heavy libraries it was told
+to preload, and answers :class:`~.messages.Ready`. Then, per job (a :class:`~.messages.Job`, one line on
+stdin), it:
 
 1. imports the job's own libraries into itself, so the next run of that task set is warm;
 2. hands the job to a *spare*: a child forked before the job came, straight into a new PID
-   namespace (:class:`.confine.RunNamespaces`: it is pid 1 there). It opened its own mount
+   namespace (:class:`.confinement.confine.RunNamespaces`: it is pid 1 there). It opened its own mount
    namespace (fresh tmpfs ``/tmp``) and its own network (loopback only) and IPC namespaces, became the slot's non-root uid with rlimits in a fresh work
    dir, closed every inherited descriptor, and waits for its job. In ``split`` mode it is the
    judge and has forked the program's process; in ``inprocess`` mode it runs program and tests
    itself;
-3. reads the child's events under the time and output limits and answers one JSON line (where
-   the worker has a memory cgroup to itself, with the processes the OOM killer ended, :mod:`.cgroup`;
+3. reads the child's events under the time and output limits and answers one line, a
+   :class:`~.messages.RunReply` (where the worker has a memory cgroup to itself, with the processes the
+   OOM killer ended, :mod:`.confinement.cgroup`;
    ``stages``: seconds of the spare's fork and confinement, the worker's imports for this job, the
    hand-off until the first test event, the tests, and the teardown of the worker's previous run);
 4. then, off the critical path, kills the run's whole PID namespace (by its pid 1, the worker's
    own unreaped child), reaps it, and makes the next spare (again after any new import, so
    spares start warm). At level ``uid`` (no PID namespace per run, e.g. in a container) it
-   first sweeps the slot's uid (:mod:`.sweep`).
+   first sweeps the slot's uid (:mod:`.confinement.sweep`).
 
 The worker is trusted: it never runs the program's code in its own process.
 """
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import os
 import resource
 import select
@@ -39,17 +40,20 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import NoReturn
 
-from . import cgroup, confine, landlock, memory, reap, seccomp, sweep
+from . import reap
 from ._runner import emit, run_suite
-from .confine import Confinement, Level, SandboxSettings
+from .confinement import cgroup, confine, landlock, memory, seccomp, sweep
+from .confinement.confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
-from .judge import Channel, Mode, connect_program, serve_program
+from .judge import Channel, connect_program, serve_program
+from .judge_policy import Mode
 from .local import child_env, collect_events, describe_exit, new_token
+from .messages import Crash, Done, End, Event, Job, Ready, Reply, RunReply, Violation, WorkerConfig, WorkerFailed
 
 __all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
 
@@ -64,8 +68,8 @@ class Hardening:
     network differs from its spare's gets a fresh spare.
 
     Attributes:
-        seccomp_filter: the base filter (:func:`.seccomp.build_filter`), or None when not available.
-        socket_filter: the filter leaving only AF_UNIX sockets (:func:`.seccomp.build_socket_filter`), or None.
+        seccomp_filter: the base filter (:func:`.confinement.seccomp.build_filter`), or None when not available.
+        socket_filter: the filter leaving only AF_UNIX sockets (:func:`.confinement.seccomp.build_socket_filter`), or None.
         landlock_read: paths the program may read beneath, or None when Landlock is not available.
         landlock_abi: the kernel's Landlock ABI version.
     """
@@ -202,9 +206,9 @@ def _probe_pid_namespace(spawn: confine.RunNamespaces, readable: list[str]) -> N
         raise OSError("a run's child could not get its own PID, mount, network and IPC namespaces")
 
 
-def _import_quietly(names: list[str]) -> None:
+def _import_quietly(names: Iterable[str]) -> None:
     """Import ``names`` into the worker (failures are left to the run to report), :func:`warm_up` them, and
-    :func:`.memory.settle` the worker so that forking it stays cheap."""
+    :func:`.confinement.memory.settle` the worker so that forking it stays cheap."""
     for name in names:
         if name in sys.modules:
             continue
@@ -310,18 +314,18 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         data = fh.read()
     if not data:
         os._exit(0)  # a spare that was discarded
-    job = json.loads(data.decode("utf-8", "surrogatepass"))
-    cpu = int(job["limits"]["suite_timeout_s"] + 5)
+    job = Job.from_wire(data)
+    cpu = int(Limits(**job.limits).suite_timeout_s + 5)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-    module, test_class, entry = job["module"], job["test_class"], job["entry_point"]
-    if job.get("network", "none") != network:  # the worker matches spares to jobs; never run with more network
+    module, test_class, entry = job.module, job.test_class, job.entry_point
+    if job.network != network:  # the worker matches spares to jobs; never run with more network
         _refuse(result_fd, f"this run was prepared with network {network!r}; not run.", token)
-    if job["mode"] == Mode.SPLIT.value:
+    if job.mode == Mode.SPLIT.value:
         pid, channel = program_process or _fork_program_process(workdir, (result_fd,))
-        source = judge_source(job["program"], job["prelude"], job["test"])
-        crash, provided = connect_program(channel, pid, job["program"], module, entry, source)
+        source = judge_source(job.program, job.prelude, job.test)
+        crash, provided = connect_program(channel, pid, job.program, module, entry, source)
         if crash is not None:
-            emit(result_fd, {"e": "crash", "tb": crash}, token)
+            emit(result_fd, Crash(crash), token)
             os._exit(0)
         run_suite(result_fd, source, module, test_class, provided, token=token)
     else:
@@ -331,7 +335,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             os.waitpid(pid, 0)
             channel.close()
         sys.path.insert(0, workdir)
-        run_suite(result_fd, job["program"] + "\n" + job["test"], module, test_class, token=token, tests=job["test"])
+        run_suite(result_fd, job.program + "\n" + job.test, module, test_class, token=token, tests=job.test)
     os._exit(0)
 
 
@@ -369,7 +373,7 @@ def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Ch
 
 def _refuse(result_fd: int, why: str, token: str) -> NoReturn:
     """In the child: report that the job is not run (a SandboxError crash the run comes back with), and exit."""
-    emit(result_fd, {"e": "crash", "tb": f"SandboxError: {why}"}, token)
+    emit(result_fd, Crash(f"SandboxError: {why}"), token)
     os._exit(0)
 
 
@@ -504,7 +508,7 @@ _SIGKILLED = describe_exit(-signal.SIGKILL)
 _OOM_NOTE = " by the kernel's out-of-memory killer (the run outgrew its container's memory limit)"
 
 
-def _run_on(spare: _Spare, job: dict[str, Any], oom: cgroup.OomCounter | None) -> dict[str, Any]:
+def _run_on(spare: _Spare, job: Job, oom: cgroup.OomCounter | None) -> RunReply:
     """Hand ``job`` to the spare's child and collect its events under the job's limits.
 
     With ``oom`` (the worker's own memory cgroup), processes the kernel's OOM killer ended during the
@@ -513,19 +517,24 @@ def _run_on(spare: _Spare, job: dict[str, Any], oom: cgroup.OomCounter | None) -
     reply = _collect(spare, job)
     killed = oom.count() - oom_before if oom is not None and oom_before >= 0 else 0
     if killed > 0:
-        reply["oom_kills"] = killed
-        reply["exit_desc"] = reply["exit_desc"].replace(_SIGKILLED, _SIGKILLED + _OOM_NOTE)
-        for event in reply["events"]:
-            if isinstance(event.get("tb"), str):
-                event["tb"] = event["tb"].replace(_SIGKILLED, _SIGKILLED + _OOM_NOTE)
+        reply = replace(reply, oom_kills=killed, exit_desc=_oom_noted(reply.exit_desc),
+                        events=tuple(_oom_noted_event(event) for event in reply.events))
     return reply
 
 
-def _collect(spare: _Spare, job: dict[str, Any]) -> dict[str, Any]:
+def _oom_noted(text: str) -> str:
+    return text.replace(_SIGKILLED, _SIGKILLED + _OOM_NOTE)
+
+
+def _oom_noted_event(event: Event) -> Event:
+    return replace(event, tb=_oom_noted(event.tb)) if isinstance(event, (End, Crash, Violation)) else event
+
+
+def _collect(spare: _Spare, job: Job) -> RunReply:
     """Hand ``job`` to the spare's child and collect its events under the job's limits."""
-    limits = Limits(**job["limits"])
+    limits = Limits(**job.limits)
     started = time.monotonic()
-    data = json.dumps(job).encode("utf-8", "surrogatepass")
+    data = job.to_wire()
     try:
         view = memoryview(data)
         while view:
@@ -538,24 +547,23 @@ def _collect(spare: _Spare, job: dict[str, Any]) -> dict[str, Any]:
     events, stop_reason = collect_events(spare.result_r, limits, spare.exited, spare.token, marks=marks)
     ended = time.monotonic()
     stages = spare.stages() | {"handoff_s": marks.get("first", ended) - started, "tests_s": ended - marks.get("first", ended)}
-    if stop_reason is None and events and events[-1].get("e") in ("done", "crash"):
+    if stop_reason is None and events and isinstance(events[-1], (Done, Crash)):
         # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
         # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
-        return {"events": events, "stop_reason": None, "exit_desc": "ended", "run_s": ended - started, "stages": stages}
+        return RunReply(tuple(events), None, "ended", ended - started, stages)
     exit_desc = describe_exit(os.waitstatus_to_exitcode(spare.reap()))
-    return {"events": events, "stop_reason": stop_reason, "exit_desc": exit_desc, "run_s": time.monotonic() - started,
-            "stages": stages}
+    return RunReply(tuple(events), stop_reason, exit_desc, time.monotonic() - started, stages)
 
 
-def _not_started(exc: OSError) -> dict[str, Any]:
+def _not_started(exc: OSError) -> RunReply:
     """The reply for a job whose run could not be started: a failed run that says why (the worker stays)."""
     why = f"SandboxError: the sandbox could not start this run ({type(exc).__name__}: {exc}); it was not run."
-    return {"events": [{"e": "crash", "tb": why}], "stop_reason": None, "exit_desc": "was not started", "run_s": 0.0}
+    return RunReply((Crash(why),), None, "was not started", 0.0)
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
-    settings = SandboxSettings(**config["settings"])
+    config = WorkerConfig.from_wire(sys.argv[1])
+    settings = SandboxSettings(**config.settings)
     confine.set_parent_death_signal()
     # The protocol uses private copies of stdin/stdout; fds 0-2 become /dev/null so no stray print corrupts it.
     inp = os.fdopen(os.dup(0), "rb")
@@ -565,17 +573,17 @@ def main() -> None:
         os.dup2(null, fd)
     os.environ.update(child_env(confine.SANDBOX_ROOT))
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
-    readable = [*config["readable"], *interpreter_paths()]  # this interpreter's, wherever it lives (/tmp too)
-    confinement, hardening, spawn = establish(settings, config["uid"], readable)
+    readable = [*config.readable, *interpreter_paths()]  # this interpreter's, wherever it lives (/tmp too)
+    confinement, hardening, spawn = establish(settings, config.uid, readable)
     if spawn is not None and (shims := make_python_shims(SHIM_DIR)):
         readable.append(shims)  # in the worker's private /tmp, bound read-only into each run's (PATH: child_env)
-    oom = cgroup.find_oom_counter() if config.get("own_cgroup") else None
-    _import_quietly(config.get("preload", []))
-    out.write((json.dumps({"ready": confinement.as_dict()}) + "\n").encode())
+    oom = cgroup.find_oom_counter() if config.own_cgroup else None
+    _import_quietly(config.preload)
+    out.write(Ready(confinement.as_dict()).to_wire() + b"\n")
     out.flush()
     make_spare = functools.partial(_make_spare, confinement, hardening, spawn, settings, tuple(readable))
     counter = 0
-    attempted: set[str] = set(config.get("preload", []))
+    attempted: set[str] = set(config.preload)
     spare: _Spare | None = None
     teardown_s = 0.0
     # What the next spare is made for: the last job's network and judge mode (runs of a task set tend to repeat them).
@@ -583,10 +591,11 @@ def main() -> None:
     for line in inp:
         counter += 1
         used: _Spare | None = None
+        reply: Reply
         try:
-            job = json.loads(line)
-            wanted = set(job.get("preload", []))
-            network, mode = job.get("network", "none"), Mode(job.get("mode", Mode.SPLIT.value))
+            job = Job.from_wire(line)
+            wanted = set(job.preload)
+            network, mode = job.network, Mode(job.mode)
             imported = time.monotonic()
             if not wanted <= attempted:  # import first, then fork: the child starts warm
                 _import_quietly(sorted(wanted - attempted))
@@ -606,10 +615,10 @@ def main() -> None:
             imported = time.monotonic() - imported
             if used is not None:
                 reply = _run_on(used, job, oom)
-                reply["stages"] = {**reply.get("stages", {}), "import_s": imported, "previous_teardown_s": teardown_s}
+                reply = replace(reply, stages={**reply.stages, "import_s": imported, "previous_teardown_s": teardown_s})
         except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive; a started run ends below
-            reply = {"worker_error": f"{type(exc).__name__}: {exc}"}
-        out.write((json.dumps(reply) + "\n").encode("utf-8", "surrogatepass"))
+            reply = WorkerFailed(f"{type(exc).__name__}: {exc}")
+        out.write(reply.to_wire() + b"\n")
         out.flush()
         # Off the critical path: clean up this run and make the next run's confined child.
         if used is not None:

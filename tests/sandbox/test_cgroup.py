@@ -1,4 +1,4 @@
-"""Finding and reading the ``oom_kill`` counter of a worker's memory cgroup (:mod:`convcodeworld_gym.sandbox.cgroup`).
+"""Finding and reading the ``oom_kill`` counter of a worker's memory cgroup (:mod:`convcodeworld_gym.sandbox.confinement.cgroup`).
 
 The layouts are written to a temporary tree as the kernel shows them; the end-to-end check (a run
 that outgrows its container is reported as ``memory_limit``) is in test_docker.py.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from convcodeworld_gym.sandbox.cgroup import OomCounter, find_oom_counter
+from convcodeworld_gym.sandbox.confinement.cgroup import OomCounter, find_oom_counter
 from convcodeworld_gym.sandbox.executor import ExecutionResult
 from convcodeworld_gym.runs.selfcheck import classify_failure
 

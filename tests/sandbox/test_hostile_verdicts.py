@@ -210,6 +210,7 @@ def test_collector_fails_the_run_on_any_line_the_runner_did_not_seal():
 
     from convcodeworld_gym.sandbox import Limits
     from convcodeworld_gym.sandbox.local import PROTOCOL_VIOLATION, collect_events, new_token
+    from convcodeworld_gym.sandbox.messages import Start, Violation
 
     token = new_token()
     good = token.encode() + b'{"e": "start", "name": "test_a"}\n'
@@ -231,8 +232,8 @@ def test_collector_fails_the_run_on_any_line_the_runner_did_not_seal():
             events, stop = collect_events(read_fd, Limits(suite_timeout_s=5), lambda: True, token)
         finally:
             os.close(read_fd)
-        assert stop == PROTOCOL_VIOLATION and events[-1]["e"] == "violation" and "line 2" in events[-1]["tb"], what
-        assert events[0] == {"e": "start", "name": "test_a"}, what
+        assert stop == PROTOCOL_VIOLATION and isinstance(events[-1], Violation) and "line 2" in events[-1].tb, what
+        assert events[0] == Start("test_a"), what
 
 
 def test_forged_events_fail_on_the_local_backend():

@@ -164,7 +164,7 @@ def test_at_level_uid_the_sweep_removes_the_sysv_ipc_objects_of_the_slot_uid():
     import subprocess
 
     from convcodeworld_gym.sandbox.pool import _claim_uid
-    from convcodeworld_gym.sandbox.sweep import sweep_uid, sysv_ipc_ids
+    from convcodeworld_gym.sandbox.confinement.sweep import sweep_uid, sysv_ipc_ids
 
     if os.geteuid() != 0 or not shutil.which("ipcmk"):
         pytest.skip("LOUD SKIP: sweeping a uid needs root (to become it), and this test util-linux's ipcmk")

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from convcodeworld_gym.sandbox import SandboxExecutor
-from convcodeworld_gym.sandbox.confine import RunNamespaces
+from convcodeworld_gym.sandbox.confinement.confine import RunNamespaces
 from convcodeworld_gym.sandbox.reap import has_exited, kill_group
 from convcodeworld_gym.tasks import Task
 
@@ -138,7 +138,7 @@ def test_sweep_uid_ends_every_process_and_file_of_the_uid_and_nothing_else():
     from pathlib import Path
 
     from convcodeworld_gym.sandbox.pool import _claim_uid
-    from convcodeworld_gym.sandbox.sweep import sweep_uid
+    from convcodeworld_gym.sandbox.confinement.sweep import sweep_uid
 
     if os.geteuid() != 0:
         pytest.skip("LOUD SKIP: sweeping a uid needs root (to become it)")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import pytest
 
-from convcodeworld_gym.sandbox import landlock, seccomp
+from convcodeworld_gym.sandbox.confinement import landlock, seccomp
 from convcodeworld_gym.sandbox.runtime import network_policy
 from convcodeworld_gym.sandbox.worker import Hardening
 from convcodeworld_gym.tasks import Task

@@ -15,7 +15,7 @@ from convcodeworld_gym.cli import main
 from convcodeworld_gym.errors import ConvCodeWorldError
 from convcodeworld_gym.sandbox import SandboxExecutor
 from convcodeworld_gym.sandbox.profile import TaskProfile, import_profile, task_digest
-from convcodeworld_gym.sandbox.judge import Mode
+from convcodeworld_gym.sandbox.judge_policy import Mode
 from convcodeworld_gym.sandbox.shipped import PROFILES_DIR, ShippedProfiles, shipped_profiles, tasks_hash, write_profiles
 from convcodeworld_gym.tasks import Task
 

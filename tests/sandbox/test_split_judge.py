@@ -575,7 +575,7 @@ def test_the_listed_bigcodebench_tasks_are_left_out_of_the_default_set(bigcodebe
 
 def test_a_stored_in_process_profile_is_not_obeyed_without_allow_forgeable(sandbox):
     from convcodeworld_gym.sandbox import TaskProfile
-    from convcodeworld_gym.sandbox.judge import Mode
+    from convcodeworld_gym.sandbox.judge_policy import Mode
     from convcodeworld_gym.sandbox.profile import profile_key
 
     task = Task("split/stored", "Square x.", SQUARE.code_prompt, "task_func", SQUARE.canonical_solution, SQUARE.test)

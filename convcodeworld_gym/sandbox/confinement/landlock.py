@@ -27,8 +27,8 @@ import ctypes
 import os
 from collections.abc import Iterable
 
+from ..interpreter import interpreter_paths
 from .confine import SANDBOX_ROOT, syscall
-from .interpreter import interpreter_paths
 
 __all__ = ["abi", "read_paths", "write_paths", "restrict", "restrict_network"]
 

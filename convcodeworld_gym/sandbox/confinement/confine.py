@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .interpreter import paths_beneath
+from ..interpreter import paths_beneath
 
 __all__ = [
     "Level",
