@@ -701,14 +701,7 @@ def _third_party(cls: type) -> bool:
     return isinstance(path, str) and ("site-packages" in path or "dist-packages" in path)
 
 
-def _stdlib_dirs() -> tuple[str, ...]:
-    import sysconfig
-
-    paths = sysconfig.get_paths()
-    return tuple(os.path.join(paths[key], "") for key in ("stdlib", "platstdlib") if paths.get(key))
-
-
-_STDLIB_DIRS = _stdlib_dirs()
+_STDLIB_DIRS = (os.path.join(os.path.dirname(os.__file__), ""),)  # its .py modules (C ones have no file)
 
 
 def _stdlib(cls: type) -> bool:

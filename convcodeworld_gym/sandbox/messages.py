@@ -313,6 +313,8 @@ def unseal(line: bytes, token: bytes) -> tuple[Event | None, str]:
     "does not carry the run's token: the test runner did not write it"
     >>> unseal(b't0k{"e": "done", "x": 1}', b"t0k")[1]
     "is a malformed 'done' event"
+    >>> unseal(b't0k{"e": []}', b"t0k")[1]  # a kind that is not even a string
+    'is not an event of the test runner'
     """
     if not line.startswith(token):
         return None, "does not carry the run's token: the test runner did not write it"
@@ -325,7 +327,7 @@ def unseal(line: bytes, token: bytes) -> tuple[Event | None, str]:
 
 def _event(message: Any, kinds: dict[str, type[Event]]) -> tuple[Event | None, str]:
     """The event of one of ``kinds`` that ``message`` (decoded JSON) is, or None and why it is none."""
-    if not isinstance(message, dict) or message.get("e") not in kinds:
+    if not isinstance(message, dict) or not isinstance(message.get("e"), str) or message["e"] not in kinds:
         return None, "is not an event of the test runner"
     cls = kinds[message["e"]]
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
