@@ -328,8 +328,10 @@ class _StreamingResult(unittest.TestResult):
 
 
 def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: dict | None = None,
-              *, token: str, tests: str | None = None) -> None:
+              *, token: str, tests: str | None = None, code: types.CodeType | None = None) -> None:
     """Exec ``source`` as module ``module_name`` (with ``inject`` preset in it), run ``test_class``, stream events.
+
+    ``code`` is ``source`` already compiled (as ``<module_name>.py``), where the caller had the time.
 
     ``tests`` is the test source's own text when ``source`` also holds the program (in-process), so that
     only the tests' text can allow skips; None when all of ``source`` is trusted (the split judge's module).
@@ -344,7 +346,7 @@ def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: d
     module.__dict__.update(inject or {})
     sys.modules[module_name] = module
     try:
-        exec(compile(source, filename, "exec"), module.__dict__)
+        exec(code if code is not None else compile(source, filename, "exec"), module.__dict__)
         test_case = module.__dict__[test_class]
         suite = unittest.TestLoader().loadTestsFromTestCase(test_case)
         guard = TestGuard(list(suite), test_case, source if tests is None else tests)

@@ -186,7 +186,9 @@ class Codec:
         return out
 
     def _enc(self, v: Any, depth: int) -> Any:  # noqa: C901 - one dispatch over the data types
-        self._tick(depth)
+        self._count += 1  # _tick, inline: this runs for every node
+        if self._count > self.limits.max_items or depth > self.limits.max_depth:
+            self._tick(depth)
         if self.known and id(v) in self.known:
             return self.known[id(v)]
         t = type(v)
@@ -424,7 +426,9 @@ class Codec:
         return into
 
     def _dec(self, tree: Any, depth: int) -> Any:  # noqa: C901, PLR0911, PLR0912
-        self._tick(depth)
+        self._count += 1  # _tick, inline: this runs for every node
+        if self._count > self.limits.max_items or depth > self.limits.max_depth:
+            self._tick(depth)
         t = type(tree)
         if tree is None or t in _PLAIN:
             return tree

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
 import os
 import sys
@@ -28,7 +29,8 @@ import time
 import traceback
 import types
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from .codec import CodecError, dumps, loads
 from .local import describe_exit
@@ -36,7 +38,8 @@ from .mocks import PatchApplier, PatchTracker, same_state
 from .shared import SharedState, rc_keys
 from .standin import Channel, Peer, ProgramGone, RemoteError, StandIn, _clip, class_policy, exception_policy
 
-__all__ = ["serve_program", "connect_program", "Channel", "ProgramGone", "RemoteError"]
+__all__ = ["serve_program", "connect_program", "Connection", "JudgeFacts", "judge_facts", "judge_source", "Channel", "ProgramGone",
+           "RemoteError"]
 
 
 # ----------------------------------------------------------------------------- both sides of a split run
@@ -87,8 +90,9 @@ def serve_program(channel: Channel, private_paths: tuple[str, ...] = ()) -> None
     module = types.ModuleType(module_name)
     module.__file__ = filename
     sys.modules[module_name] = module
-    try:
-        exec(compile(program, filename, "exec"), module.__dict__)
+    tree = _parse(program)
+    try:  # compiled from its tree (parsed once: its names are read below); a syntax error as compile() writes it
+        exec(compile(program if tree is None else tree, filename, "exec"), module.__dict__)
     except BaseException as exc:  # noqa: BLE001
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
         channel.send(dumps(["crash", _clip("".join(traceback.format_exception(type(exc), exc, tb)))]))
@@ -99,7 +103,7 @@ def serve_program(channel: Channel, private_paths: tuple[str, ...] = ()) -> None
     # By the real type: isinstance() reads __class__, which a lazy object (Django's settings) computes by running code.
     names = {name: (value.__name__ if issubclass(type(value), types.ModuleType) else None)
              for name, value in list(module.__dict__.items())[:_MAX_NAMES] if not name.startswith("__")}
-    _bind_imports(module, test_imports, _test_names(program)[0])
+    _bind_imports(module, test_imports, _test_names(tree)[0])
     shared = SharedState.program(rc if isinstance(rc, list) else (), private_paths)
     patches = PatchApplier()
 
@@ -112,15 +116,22 @@ def serve_program(channel: Channel, private_paths: tuple[str, ...] = ()) -> None
                 sync_out=shared.out, sync_in=sync_in)
     peer.export(module)  # handle 1: the judge reads the names its tests use from it
     peer.export(_loaded_module)  # handle 2: the judge's pyplot asks for the program's (see _share_pyplot)
+    peer.export(functools.partial(_module_values, module))  # handle 3: the names the tests read, in one answer
     channel.send(dumps(["ready", {k: v for k, v in names.items() if v is None or isinstance(v, str)}]))
     peer.serve_forever()
 
 
-def _top_level_imports(source: str) -> list[list]:
-    """The module-level imports of ``source``: ``[bound name, module, attribute or None]`` each."""
+def _parse(source: str) -> ast.Module | None:
+    """``source``'s tree, or None where it does not parse."""
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except (SyntaxError, ValueError):
+        return None
+
+
+def _top_level_imports(tree: ast.Module | None) -> list[list]:
+    """The module-level imports of a module's ``tree``: ``[bound name, module, attribute or None]`` each."""
+    if tree is None:
         return []
     out: list[list] = []
     for node in tree.body:
@@ -179,6 +190,14 @@ def _warning_recorder(exceptions: Callable[[str, str], type | None]) -> Callable
     return record
 
 
+def _module_values(module: types.ModuleType, names: Any) -> dict[str, Any]:
+    """Program side (handle 3): the values of those of ``names`` the program's module has."""
+    if not isinstance(names, list):
+        return {}
+    own = module.__dict__
+    return {name: own[name] for name in names[:_MAX_NAMES] if type(name) is str and name in own}
+
+
 def _loaded_module(name: str) -> types.ModuleType | None:
     """Program side (handle 2): a module the program's process has loaded, or None."""
     return sys.modules.get(name) if isinstance(name, str) else None
@@ -232,13 +251,13 @@ def _share_pyplot(peer: Peer) -> None:
     plt.close = close
 
 
-def _test_names(source: str) -> tuple[set[str], set[str]]:
-    """The names ``source`` reads (also in dotted strings: patch targets), and the top-level modules it imports."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return set(), set()
-    read, roots = set(), set()
+def _test_names(tree: ast.Module | None) -> tuple[set[str], set[str]]:
+    """The names a module's ``tree`` reads (also in dotted strings: patch targets), and the top-level modules it
+    imports."""
+    read: set[str] = set()
+    roots: set[str] = set()
+    if tree is None:
+        return read, roots
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             read.add(node.id)
@@ -251,34 +270,106 @@ def _test_names(source: str) -> tuple[set[str], set[str]]:
     return read, roots
 
 
+def judge_source(program: str, prelude: str, test: str) -> str:
+    r"""The judge's module: the task's imports, then the tests at the same line numbers as in ``program + "\n" + test``.
+
+    Only where the imports take more lines than the program do the tests start later (right after them).
+
+    >>> judge_source("import os\ndef f():\n    return 1\n", "import os\n", "T").splitlines()
+    ['import os', '', '', '', 'T']
+    >>> judge_source("import os\nimport re", "import os\nimport re\n", "T").splitlines()  # T on line 3 in both
+    ['import os', 'import re', 'T']
+    """
+    prelude = prelude if prelude.endswith("\n") or not prelude else prelude + "\n"
+    offset = (program + "\n").count("\n")
+    return prelude + "\n" * max(0, offset - prelude.count("\n")) + test
+
+
+@dataclass(frozen=True)
+class JudgeFacts:
+    """What the split judge reads from its module's source (the task's imports, then its tests), found
+    without running it: the same for every program of a task, so the executor finds them once per task
+    and sends them with each job (:func:`judge_facts`), and a run's critical path parses nothing.
+
+    Attributes:
+        imports: the module-level imports, ``[bound name, module, attribute or None]`` each (bound in the
+            program's module too, as in one module).
+        read: the names the source reads (also in dotted strings: patch targets).
+        roots: the top-level modules it imports.
+        rc: the matplotlib rcParams keys it may read (:func:`.shared.rc_keys`).
+        mocks: whether it can patch (it mentions ``mock``).
+
+    >>> facts = judge_facts("import os\\nfrom unittest.mock import patch\\nclass TestCases: x = task_func")
+    >>> facts.imports, sorted(facts.read), sorted(facts.roots), facts.mocks
+    ([['os', 'os', ''], ['patch', 'unittest.mock', 'patch']], ['task_func', 'x'], ['os', 'unittest'], True)
+    >>> JudgeFacts.from_data(facts.to_data()) == facts
+    True
+    """
+
+    imports: list
+    read: frozenset[str]
+    roots: frozenset[str]
+    rc: tuple[str, ...]
+    mocks: bool
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain JSON data (for the job)."""
+        return {"imports": self.imports, "read": sorted(self.read), "roots": sorted(self.roots), "rc": list(self.rc),
+                "mocks": self.mocks}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> JudgeFacts:
+        return cls([list(item) for item in data["imports"]], frozenset(data["read"]), frozenset(data["roots"]),
+                   tuple(data["rc"]), bool(data["mocks"]))
+
+
+def judge_facts(source: str) -> JudgeFacts:
+    """The :class:`JudgeFacts` of a judge module's ``source`` (blank lines in it change nothing)."""
+    tree = _parse(source)
+    read, roots = _test_names(tree)
+    return JudgeFacts(_top_level_imports(tree), frozenset(read), frozenset(roots), tuple(rc_keys(source)),
+                     "mock" in source)  # only then can the tests patch (importing unittest.mock costs ~10 ms)
+
+
+class Connection(NamedTuple):
+    """What :func:`connect_program` made: ``crash`` (the program's module failed: its traceback), else the
+    program's names the tests read (``provided``) and the judge module's code, compiled while the program
+    started (None where it does not compile: :func:`._runner.run_suite` then reports why)."""
+
+    crash: str | None
+    provided: dict[str, Any]
+    code: types.CodeType | None = None
+
+
 def connect_program(channel: Channel, pid: int | None, program: str, module_name: str, entry_point: str,
-                    judge_module_source: str) -> tuple[str | None, dict[str, Any]]:
+                    judge_module_source: str, facts: JudgeFacts | None = None) -> Connection:
     """The judge side: start the program in its process and get what the tests read from it.
 
-    Returns ``(crash traceback, {})`` when the program's module failed, else ``(None, names)``: the
-    program's globals that ``judge_module_source`` reads (the entry point among them unless it is
-    missing), each a :class:`~.standin.StandIn`, a copy of its data, or the judge's own import of the
+    ``facts`` are the judge module's :class:`JudgeFacts` (found here when not given). The result's
+    ``provided`` names are the program's globals that the tests read (the entry point among them unless it
+    is missing), each a :class:`~.standin.StandIn`, a copy of its data, or the judge's own import of the
     same module. Installs the :class:`~.mocks.PatchTracker` that carries the tests' patches to the program.
     """
-    channel.send(dumps(["init", program, module_name, entry_point, _top_level_imports(judge_module_source),
-                        rc_keys(judge_module_source)]))
+    facts = facts or judge_facts(judge_module_source)
+    channel.send(dumps(["init", program, module_name, entry_point, facts.imports, list(facts.rc)]))
+    code = _compiled(judge_module_source, f"{module_name}.py")  # while the program's process runs the program
     try:
         first = loads(channel.recv())
     except (ProgramGone, OSError, CodecError) as exc:
-        return f"The program process ended before it was ready ({exc}{_exit_text(pid)()}).", {}
+        return Connection(f"The program process ended before it was ready ({exc}{_exit_text(pid)()}).", {})
     if not isinstance(first, list) or not first or first[0] not in ("crash", "missing", "ready"):
-        return "The program process sent a malformed first message.", {}
+        return Connection("The program process sent a malformed first message.", {})
     if first[0] == "crash":
-        return str(first[1]) if len(first) > 1 else "The program crashed.", {}
+        return Connection(str(first[1]) if len(first) > 1 else "The program crashed.", {})
     if first[0] == "missing":  # the tests run without it and fail with NameError, as in one module
-        return None, {}
+        return Connection(None, {}, code)
     names = first[1] if len(first) > 1 and isinstance(first[1], dict) else {}
-    read, roots = _test_names(judge_module_source)
+    read, roots = facts.read, facts.roots
     exceptions = exception_policy(True, roots | {"builtins"})
     tracker = PatchTracker(module_name, _warning_recorder(exceptions))
-    if "mock" in judge_module_source:  # only then can the tests patch (importing unittest.mock costs ~10 ms)
+    if facts.mocks:
         tracker.install()
-    shared = SharedState.judge(rc_keys(judge_module_source))
+    shared = SharedState.judge(facts.rc)
     sent: list = [None]
 
     def sync_out() -> dict[str, Any]:
@@ -301,6 +392,7 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
             pass
     _share_pyplot(peer)
     provided: dict[str, Any] = {}
+    wanted: list[str] = []
     for name in sorted((read | {entry_point}) & set(names)):
         if name in dir(builtins) and name != entry_point:
             continue
@@ -312,10 +404,37 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
                 except Exception:  # noqa: BLE001 - left unbound: the test meets a NameError
                     pass
             continue
+        wanted.append(name)
+    provided.update(_fetch(peer, wanted))
+    return Connection(None, provided, code)
+
+
+def _fetch(peer: Peer, names: list[str]) -> dict[str, Any]:
+    """The program's values of ``names``: in one request (handle 3), else name by name (one that cannot
+    cross is left unbound: the test meets a NameError)."""
+    if not names:
+        return {}
+    try:
+        values = peer.request("call", 3, [[names], {}])
+        if isinstance(values, dict) and all(type(k) is str for k in values):
+            return {k: v for k, v in values.items() if k in names}
+    except ProgramGone:
+        return {}
+    except Exception:  # noqa: BLE001 - one value could not cross: each alone
+        pass
+    found: dict[str, Any] = {}
+    for name in names:
         try:
-            provided[name] = peer.request("getattr", 1, name)
+            found[name] = peer.request("getattr", 1, name)
         except ProgramGone:
             break
         except Exception:  # noqa: BLE001 - left unbound
             continue
-    return None, provided
+    return found
+
+
+def _compiled(source: str, filename: str) -> types.CodeType | None:
+    try:
+        return compile(source, filename, "exec")
+    except (SyntaxError, ValueError):
+        return None

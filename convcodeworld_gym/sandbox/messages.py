@@ -111,7 +111,7 @@ class Job(_Record):
     Attributes:
         program: the program's source.
         test: the tests' source (a unittest module).
-        prelude: the task's imports: the split judge's module starts with them (:func:`.worker.judge_source`).
+        prelude: the task's imports: the split judge's module starts with them (:func:`.judge.judge_source`).
         entry_point: the name the tests call.
         module: the module name program and tests run as (:data:`.local.MODULE_NAME`).
         test_class: the ``TestCase`` class to run.
@@ -121,6 +121,8 @@ class Job(_Record):
             runtime holds).
         network: the run's network, :func:`.runtime.network_policy`: ``"none"`` or ``"loopback"``; a run is
             never given more than its job says.
+        facts: the split judge's :class:`~.judge.JudgeFacts` of the task's tests, as data (found once per task by
+            the executor; None: the run finds them).
 
     >>> job = Job("def f(): pass", "T", "", "f", "__test__", "TestCases", "split", {"suite_timeout_s": 5.0})
     >>> Job.from_wire(job.to_wire()) == job
@@ -137,13 +139,14 @@ class Job(_Record):
     limits: dict[str, Any]
     preload: tuple[str, ...] = ()
     network: str = "none"
+    facts: dict[str, Any] | None = None
 
     @classmethod
     def from_wire(cls, data: bytes | str) -> Job:
         message = _loads(data)
         return cls(message["program"], message["test"], message["prelude"], message["entry_point"], message["module"],
                    message["test_class"], message.get("mode", "split"), dict(message["limits"]),
-                   tuple(message.get("preload", ())), message.get("network", "none"))
+                   tuple(message.get("preload", ())), message.get("network", "none"), message.get("facts"))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ Holds:
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import queue
@@ -23,6 +24,7 @@ from ..tasks import TEST_CLASS, Task, imported_modules, third_party
 from .cache import ResultCache, result_key
 from .confinement.confine import Level, SandboxSettings
 from .executor import Executor, Limits
+from .judge import judge_facts, judge_source
 from .judge_policy import Mode, calibration_modes, check_judge, flagged_constructs, refusal, run_mode
 from .launch import Launcher, LocalLauncher, WorkerProcess
 from .local import MODULE_NAME, assemble
@@ -39,6 +41,12 @@ __all__ = ["SandboxExecutor", "WorkerDied"]
 _log = logging.getLogger(__name__)
 
 _WORKER_GRACE_S = 15.0  # the worker owns the run's clock; the parent waits this much longer before killing it
+
+
+@functools.lru_cache(maxsize=4096)
+def _judge_facts(prelude: str, test: str) -> dict[str, Any]:
+    """The split judge's facts of a task's tests (:func:`.judge.judge_facts`), found once per task."""
+    return judge_facts(judge_source("", prelude, test)).to_data()
 
 
 class WorkerDied(Exception):
@@ -476,7 +484,8 @@ class SandboxExecutor(Executor):
         network = network_policy(task)
         job = Job(program=program, test=task.test, prelude=task.header, entry_point=task.entry_point, module=MODULE_NAME,
                   test_class=TEST_CLASS, mode=mode.value, limits=asdict(limits),
-                  preload=tuple(sorted(m for m in task.third_party_modules if m not in lacking.modules)), network=network)
+                  preload=tuple(sorted(m for m in task.third_party_modules if m not in lacking.modules)), network=network,
+                  facts=_judge_facts(task.header, task.test) if mode is Mode.SPLIT else None)
         group, worker = self._take(task, program)
         try:
             if fresh:

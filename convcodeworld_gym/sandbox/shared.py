@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
+import struct
 import sys
 from collections.abc import Iterable, Sequence
 from importlib.machinery import PathFinder
@@ -70,20 +71,24 @@ class _Part:
 
 
 class RandomState(_Part):
-    """The global ``random`` state (tests that seed before calling)."""
+    """The global ``random`` state (tests that seed before calling), its 625 words packed as bytes: one value
+    to encode, not 625 (it changes with each call of a program that draws numbers)."""
 
     name = "random"
 
     def read(self) -> tuple:
         import random
 
-        return random.getstate()
+        version, words, gauss = random.getstate()
+        return version, struct.pack(f"<{len(words)}I", *words), gauss
 
     def write(self, value: Any) -> None:
         import random
 
-        if isinstance(value, tuple):
-            random.setstate(value)
+        if not (isinstance(value, tuple) and len(value) == 3 and type(value[1]) is bytes and len(value[1]) % 4 == 0):
+            return
+        version, packed, gauss = value
+        random.setstate((version, struct.unpack(f"<{len(packed) // 4}I", packed), gauss))
 
 
 class NumpyRandomState(_Part):

@@ -50,12 +50,12 @@ from .confinement import cgroup, confine, landlock, memory, seccomp, sweep
 from .confinement.confine import Confinement, Level, SandboxSettings
 from .executor import Limits
 from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
-from .judge import Channel, connect_program, serve_program
+from .judge import Channel, JudgeFacts, connect_program, judge_source, serve_program
 from .judge_policy import Mode
 from .local import child_env, collect_events, describe_exit, new_token
 from .messages import Crash, Done, End, Event, Job, Ready, Reply, RunReply, Violation, WorkerConfig, WorkerFailed
 
-__all__ = ["main", "run_child", "establish", "Hardening", "judge_source"]
+__all__ = ["main", "run_child", "establish", "Hardening"]
 
 
 @dataclass(frozen=True)
@@ -323,11 +323,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     if job.mode == Mode.SPLIT.value:
         pid, channel = program_process or _fork_program_process(workdir, (result_fd,))
         source = judge_source(job.program, job.prelude, job.test)
-        crash, provided = connect_program(channel, pid, job.program, module, entry, source)
-        if crash is not None:
-            emit(result_fd, Crash(crash), token)
+        facts = JudgeFacts.from_data(job.facts) if job.facts is not None else None
+        connection = connect_program(channel, pid, job.program, module, entry, source, facts)
+        if connection.crash is not None:
+            emit(result_fd, Crash(connection.crash), token)
             os._exit(0)
-        run_suite(result_fd, source, module, test_class, provided, token=token)
+        run_suite(result_fd, source, module, test_class, connection.provided, token=token, code=connection.code)
     else:
         if program_process is not None:
             pid, channel = program_process
@@ -375,21 +376,6 @@ def _refuse(result_fd: int, why: str, token: str) -> NoReturn:
     """In the child: report that the job is not run (a SandboxError crash the run comes back with), and exit."""
     emit(result_fd, Crash(f"SandboxError: {why}"), token)
     os._exit(0)
-
-
-def judge_source(program: str, prelude: str, test: str) -> str:
-    r"""The judge's module: the task's imports, then the tests at the same line numbers as in ``program + "\n" + test``.
-
-    Only where the imports take more lines than the program do the tests start later (right after them).
-
-    >>> judge_source("import os\ndef f():\n    return 1\n", "import os\n", "T").splitlines()
-    ['import os', '', '', '', 'T']
-    >>> judge_source("import os\nimport re", "import os\nimport re\n", "T").splitlines()  # T on line 3 in both
-    ['import os', 'import re', 'T']
-    """
-    prelude = prelude if prelude.endswith("\n") or not prelude else prelude + "\n"
-    offset = (program + "\n").count("\n")
-    return prelude + "\n" * max(0, offset - prelude.count("\n")) + test
 
 
 def _prepare_workdir(workdir: str, confinement: Confinement) -> None:
