@@ -90,6 +90,7 @@ def serve_program(channel: Channel, private_paths: tuple[str, ...] = ()) -> None
     module = types.ModuleType(module_name)
     module.__file__ = filename
     sys.modules[module_name] = module
+    shared = SharedState.program(rc if isinstance(rc, list) else (), private_paths)  # before the program runs
     tree = _parse(program)
     try:  # compiled from its tree (parsed once: its names are read below); a syntax error as compile() writes it
         exec(compile(program if tree is None else tree, filename, "exec"), module.__dict__)
@@ -104,7 +105,6 @@ def serve_program(channel: Channel, private_paths: tuple[str, ...] = ()) -> None
     names = {name: (value.__name__ if issubclass(type(value), types.ModuleType) else None)
              for name, value in list(module.__dict__.items())[:_MAX_NAMES] if not name.startswith("__")}
     _bind_imports(module, test_imports, _test_names(tree)[0])
-    shared = SharedState.program(rc if isinstance(rc, list) else (), private_paths)
     patches = PatchApplier()
 
     def sync_in(state: dict[str, Any]) -> None:

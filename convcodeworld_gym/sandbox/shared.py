@@ -33,7 +33,9 @@ __all__ = ["SharedState", "RandomState", "NumpyRandomState", "SysPath", "RcParam
 
 class _Part:
     """One piece of shared state: ``out()`` is its value when it changed since it was last sent or applied
-    (else None); ``apply(value)`` takes the other side's. Only the sides named in ``sends`` send it."""
+    (else None); ``apply(value)`` takes the other side's. Only the sides named in ``sends`` send it.
+    ``mark()`` takes the value now as already known to the other side: both processes of a run start
+    from the one they were forked from, so nothing is sent until a side changes it."""
 
     name = ""
     sends: frozenset[str] = frozenset({"judge", "program"})
@@ -52,6 +54,10 @@ class _Part:
         """What tells two values apart (hashable or comparable)."""
         return value
 
+    def mark(self) -> None:
+        current = self.read()
+        self._last = None if current is None else self.key(current)
+
     def out(self) -> Any:
         if self.side not in self.sends:
             return None
@@ -66,8 +72,7 @@ class _Part:
 
     def apply(self, value: Any) -> None:
         self.write(value)
-        current = self.read()
-        self._last = None if current is None else self.key(current)
+        self.mark()
 
 
 class RandomState(_Part):
@@ -223,7 +228,11 @@ class SharedState:
     """The parts one side mirrors: ``out()`` goes with each message it sends, ``apply()`` takes what came."""
 
     def __init__(self, parts: Iterable[_Part]) -> None:
+        """Mirror ``parts``, each taken as the other side has it now (:meth:`_Part.mark`): make both sides'
+        before either runs anything of the task."""
         self.parts = {part.name: part for part in parts}
+        for part in self.parts.values():
+            part.mark()
 
     @classmethod
     def judge(cls, rc: Iterable[str] = ()) -> SharedState:

@@ -101,18 +101,41 @@ def test_pinned_finder_ignores_entries_only_the_program_listed(tmp_path, monkeyp
 
 
 def test_shared_state_sends_only_what_changed_and_keeps_private_paths(monkeypatch):
-    monkeypatch.setattr("sys.path", ["/a", "/b"])
-    program = SharedState.program(private_paths=("/work",))
+    import random
+
     monkeypatch.setattr("sys.path", ["/work", "/a", "/b"])
+    program = SharedState.program(private_paths=("/work",))
+    assert program.out() == {}  # both sides start from the state they were forked from
+    random.random()
+    sys_path_now = ["/work", "/a", "/b", "/x"]
+    monkeypatch.setattr("sys.path", sys_path_now)
     first = program.out()
-    assert first["path"] == ["/a", "/b"] and "random" in first
-    assert "path" not in program.out()  # unchanged since sent
+    assert first["path"] == ["/a", "/b", "/x"] and set(first) == {"path", "random"}
+    assert program.out() == {}  # unchanged since sent
     program.apply({"path": ["/a", "/b", "/c"]})
     import sys
 
     assert sys.path == ["/work", "/a", "/b", "/c"] and "path" not in program.out()
     program.apply({"path": ["/a", 3]})  # not a list of strings: not applied
     assert sys.path == ["/work", "/a", "/b", "/c"]
+
+
+SEEDED_TESTS = """import random
+import unittest
+class TestCases(unittest.TestCase):
+    def test_seeded_at_import(self):
+        self.assertEqual(task_func(), 0.13436424411240122)
+    def test_the_tests_seed_reaches_the_program(self):
+        random.seed(2)
+        self.assertEqual(task_func(), 0.9560342718892494)
+"""
+SEEDED = Task("shared/seeded", "Draw.", "import random\ndef task_func():\n", "task_func",
+              "    return random.random()\nrandom.seed(1)  # the program's own module-level code: not in the tests' module\n",
+              SEEDED_TESTS)
+
+
+def test_the_programs_module_level_seed_is_kept_and_the_tests_seed_reaches_it(sandbox):
+    split_pass(sandbox, SEEDED)
 
 
 # ----------------------------------------------------------------------------- rcParams
