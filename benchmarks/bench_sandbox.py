@@ -69,11 +69,14 @@ def timed(executor: SandboxExecutor, task: Task, program: str) -> tuple[float, E
 
 def stage_split(results: list[ExecutionResult]) -> str:
     """Median of each stage over ``results`` (ms), in the order a run goes through them."""
-    order = ("fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "tests_s", "previous_teardown_s")
+    order = ("fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "tests_s", "round_trip_s", "round_trips",
+             "previous_teardown_s")
     names = {"fork_s": "fork", "confine_s": "confine", "program_fork_s": "program process", "import_s": "import",
-             "handoff_s": "hand-off", "tests_s": "tests", "previous_teardown_s": "teardown"}
+             "handoff_s": "hand-off", "tests_s": "tests", "round_trip_s": "judge's round trips to the program",
+             "round_trips": "their count", "previous_teardown_s": "teardown"}
     stages = [r.details.get("stages", {}) for r in results]
-    return ", ".join(f"{names[k]} {statistics.median(s[k] for s in stages if k in s) * 1000:.1f}"
+    scale = {"round_trips": 1}  # a count, not seconds
+    return ", ".join(f"{names[k]} {statistics.median(s[k] for s in stages if k in s) * scale.get(k, 1000):.1f}"
                      for k in order if any(k in s for s in stages))
 
 

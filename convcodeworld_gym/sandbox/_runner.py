@@ -25,6 +25,7 @@ from it (the same test loop, in a forked child).
 from __future__ import annotations
 
 import contextlib
+import json
 import linecache
 import os
 import re
@@ -32,6 +33,7 @@ import sys
 import traceback
 import types
 import unittest
+from collections.abc import Callable
 
 if __package__:  # imported: by a sandbox worker, or a test
     from .messages import Crash, Done, End, Event, RunnerJob, Start, seal
@@ -328,10 +330,12 @@ class _StreamingResult(unittest.TestResult):
 
 
 def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: dict | None = None,
-              *, token: str, tests: str | None = None, code: types.CodeType | None = None) -> None:
+              *, token: str, tests: str | None = None, code: types.CodeType | None = None,
+              stats: Callable[[], dict] | None = None) -> None:
     """Exec ``source`` as module ``module_name`` (with ``inject`` preset in it), run ``test_class``, stream events.
 
-    ``code`` is ``source`` already compiled (as ``<module_name>.py``), where the caller had the time.
+    ``code`` is ``source`` already compiled (as ``<module_name>.py``), where the caller had the time;
+    ``stats`` gives the numbers the ``done`` event carries (the split judge's round trips).
 
     ``tests`` is the test source's own text when ``source`` also holds the program (in-process), so that
     only the tests' text can allow skips; None when all of ``source`` is trusted (the split judge's module).
@@ -356,7 +360,7 @@ def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: d
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # drop this frame
         emit(fd, Crash("".join(traceback.format_exception(type(exc), exc, tb))), token)
         return
-    emit(fd, Done(), token)
+    emit(fd, Done(json.dumps(stats()) if stats is not None else ""), token)
 
 
 def main() -> None:

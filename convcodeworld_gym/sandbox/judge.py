@@ -333,12 +333,14 @@ def judge_facts(source: str) -> JudgeFacts:
 
 class Connection(NamedTuple):
     """What :func:`connect_program` made: ``crash`` (the program's module failed: its traceback), else the
-    program's names the tests read (``provided``) and the judge module's code, compiled while the program
-    started (None where it does not compile: :func:`._runner.run_suite` then reports why)."""
+    program's names the tests read (``provided``), the judge module's code, compiled while the program
+    started (None where it does not compile: :func:`._runner.run_suite` then reports why), and the judge's
+    round trips to the program so far (``stats``, :meth:`.standin.Peer.stats`)."""
 
     crash: str | None
     provided: dict[str, Any]
     code: types.CodeType | None = None
+    stats: Callable[[], dict[str, float]] | None = None
 
 
 def connect_program(channel: Channel, pid: int | None, program: str, module_name: str, entry_point: str,
@@ -406,7 +408,7 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
             continue
         wanted.append(name)
     provided.update(_fetch(peer, wanted))
-    return Connection(None, provided, code)
+    return Connection(None, provided, code, peer.stats)
 
 
 def _fetch(peer: Peer, names: list[str]) -> dict[str, Any]:

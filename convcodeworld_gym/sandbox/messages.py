@@ -276,8 +276,10 @@ class Crash(Event):
 
 @dataclass(frozen=True)
 class Done(Event):
-    """The suite ran to its end."""
+    """The suite ran to its end. ``stats``: the split judge's round trips to the program, as JSON
+    (``{"round_trips": n, "round_trip_s": seconds}``; ``""`` in-process): timings only, never a verdict."""
 
+    stats: str = ""
     kind: ClassVar[str] = "done"
 
 

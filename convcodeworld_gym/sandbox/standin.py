@@ -40,6 +40,7 @@ import os
 import struct
 import sys
 import threading
+import time
 import traceback
 import types
 from collections.abc import Callable, Iterable
@@ -88,6 +89,7 @@ class RemoteError(Exception):
 
 # Bound once: a test may patch os.read, struct.pack, ... in the judge's own modules.
 _read, _write, _pack, _unpack, _getpid = os.read, os.write, struct.pack, struct.unpack, os.getpid
+_monotonic = time.monotonic
 
 
 class Channel:
@@ -531,6 +533,9 @@ class Peer:
         self._lock = threading.RLock()
         self._gone: str | None = None
         self._pid = _getpid()
+        self._depth = 0
+        self.round_trips = 0  # this side's own requests (not those nested in serving the other side's)
+        self.round_trip_s = 0.0
 
     # ------------------------------------------------------------------ exporting and importing
 
@@ -710,32 +715,48 @@ class Peer:
             raise RemoteError("an object of the other process cannot be used from a process this one forked "
                               "(the judge's mocks and objects answer only the process they were handed to)")
         with self._lock:
+            started = _monotonic()
+            self._depth += 1
             try:
-                body = self.encode(payload)
-            except CodecError as exc:
-                raise RemoteError(f"an argument cannot be sent to the other process: {exc}") from None
-            self._send(["q", op, handle, body, self._outgoing_sync()])
-            while True:
-                message = self._recv()
-                if message[0] == "q":
-                    self._serve(message)
-                    continue
-                if len(message) != 4:
-                    raise self._gone_error(ProgramGone("the other process sent a malformed answer"))
-                _, kind, body, sync = message
-                self._incoming_sync(sync)
-                if kind == "ok":
-                    try:
-                        answer = self.codec(payload if op == "call" else None).decode(body)
-                    except CodecError as exc:
-                        raise RemoteError(f"the answer of the other process cannot be read: {exc}") from None
-                    if op != "call":
-                        return answer
-                    if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], list)):
-                        raise RemoteError("the other process sent a malformed answer to a call")
-                    _write_back(payload, answer[1])
-                    return answer[0]
-                raise self._rebuild(body)
+                return self._request(op, handle, payload)
+            finally:
+                self._depth -= 1
+                if not self._depth:
+                    self.round_trips += 1
+                    self.round_trip_s += _monotonic() - started
+
+    def stats(self) -> dict[str, float]:
+        """This side's outermost requests so far: how many, and the seconds until their answers."""
+        return {"round_trips": self.round_trips, "round_trip_s": round(self.round_trip_s, 6)}
+
+    def _request(self, op: str, handle: int, payload: Any) -> Any:
+        """Send one request and serve the other side's until its answer comes (see :meth:`request`)."""
+        try:
+            body = self.encode(payload)
+        except CodecError as exc:
+            raise RemoteError(f"an argument cannot be sent to the other process: {exc}") from None
+        self._send(["q", op, handle, body, self._outgoing_sync()])
+        while True:
+            message = self._recv()
+            if message[0] == "q":
+                self._serve(message)
+                continue
+            if len(message) != 4:
+                raise self._gone_error(ProgramGone("the other process sent a malformed answer"))
+            _, kind, body, sync = message
+            self._incoming_sync(sync)
+            if kind == "ok":
+                try:
+                    answer = self.codec(payload if op == "call" else None).decode(body)
+                except CodecError as exc:
+                    raise RemoteError(f"the answer of the other process cannot be read: {exc}") from None
+                if op != "call":
+                    return answer
+                if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], list)):
+                    raise RemoteError("the other process sent a malformed answer to a call")
+                _write_back(payload, answer[1])
+                return answer[0]
+            raise self._rebuild(body)
 
     def serve_forever(self) -> None:
         """Answer the other side's requests until it closes the channel."""

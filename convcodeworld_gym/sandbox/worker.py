@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import os
 import resource
 import select
@@ -328,7 +329,8 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         if connection.crash is not None:
             emit(result_fd, Crash(connection.crash), token)
             os._exit(0)
-        run_suite(result_fd, source, module, test_class, connection.provided, token=token, code=connection.code)
+        run_suite(result_fd, source, module, test_class, connection.provided, token=token, code=connection.code,
+                  stats=connection.stats)
     else:
         if program_process is not None:
             pid, channel = program_process
@@ -533,12 +535,24 @@ def _collect(spare: _Spare, job: Job) -> RunReply:
     events, stop_reason = collect_events(spare.result_r, limits, spare.exited, spare.token, marks=marks)
     ended = time.monotonic()
     stages = spare.stages() | {"handoff_s": marks.get("first", ended) - started, "tests_s": ended - marks.get("first", ended)}
+    if events and isinstance(events[-1], Done):
+        stages |= _judge_stats(events[-1].stats)
     if stop_reason is None and events and isinstance(events[-1], (Done, Crash)):
         # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
         # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
         return RunReply(tuple(events), None, "ended", ended - started, stages)
     exit_desc = describe_exit(os.waitstatus_to_exitcode(spare.reap()))
     return RunReply(tuple(events), stop_reason, exit_desc, time.monotonic() - started, stages)
+
+
+def _judge_stats(text: str) -> dict[str, float]:
+    """The split judge's round trips from its ``done`` event (timings only; what is not a plain number is dropped)."""
+    try:
+        stats = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return {k: float(stats[k]) for k in ("round_trips", "round_trip_s")
+            if isinstance(stats, dict) and type(stats.get(k)) in (int, float) and 0 <= stats[k] < 1e9}
 
 
 def _not_started(exc: OSError) -> RunReply:

@@ -65,9 +65,14 @@ def test_results_carry_the_stages_of_their_run(humaneval):
         first, second = ex.run(task, task.ground_truth), ex.run(task, task.code_prompt + "    return 1\n")
     for result in (first, second):
         stages = result.details["stages"]
-        assert {"fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "tests_s", "previous_teardown_s"} <= set(stages)
-        assert all(0 <= v < 30 for v in stages.values()), stages
+        assert {"fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "tests_s", "previous_teardown_s",
+                "round_trips", "round_trip_s"} <= set(stages)
+        assert all(0 <= v < 30 for k, v in stages.items() if k != "round_trips"), stages
+        # the split judge's requests to the program: one for the names the tests read, then one call per test
+        assert stages["round_trips"] == 1 + len(task.test_names) and 0 < stages["round_trip_s"] < stages["handoff_s"] + stages["tests_s"]
     assert first.details["stages"]["previous_teardown_s"] == 0 < second.details["stages"]["previous_teardown_s"]
+    with SandboxExecutor(workers=1, cache=False, judge="inprocess") as ex:
+        assert "round_trips" not in ex.run(task, task.ground_truth).details["stages"]  # one process: none
 
 
 _SAME_TEST = """import unittest
