@@ -80,15 +80,19 @@ def stage_split(results: list[ExecutionResult]) -> str:
                      for k in order if any(k in s for s in stages))
 
 
-def first_vs_later(unseen: list[Task], workers: int, warm: list[tuple[Task, str]]) -> tuple[list[float], list[float], int]:
+def first_vs_later(unseen: list[Task], workers: int, warm: list[tuple[Task, str]], reset: bool = False
+                   ) -> tuple[list[float], list[float], int]:
     """A fresh executor (shipped profiles), warmed on ``warm``; then each ``unseen`` task (none of ``warm``'s)
     run twice with different broken programs: the first step's and the later step's seconds, and how many
-    of the first steps found no shipped profile (and calibrated)."""
+    of the first steps found no shipped profile (and calibrated). ``reset``: the task is prepared first, as
+    the env's ``reset`` does (``Executor.prepare``), untimed."""
     with SandboxExecutor(workers=workers, cache=False) as ex:
         ex.run_many(warm, max_workers=workers)
         first, later = [], []
         for task in unseen:
             time.sleep(0.2)
+            if reset:
+                ex.prepare(task)
             first.append(timed(ex, task, task.code_prompt + "    pass\n")[0])
             time.sleep(0.2)
             later.append(timed(ex, task, task.code_prompt + "    return None\n")[0])
@@ -149,6 +153,8 @@ def main() -> int:
         ours_parallel = time.perf_counter() - started
         groups_used = sorted({r.details.get("worker_group", "?") for r in ours_r})
         unseen = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40).values() for t in ts]
+        unseen_reset = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40 + args.unseen).values()
+                        for t in ts]
         with SandboxExecutor(workers=1) as cached:
             task, program, _ = jobs[0]
             cached.run(task, program)
@@ -161,6 +167,7 @@ def main() -> int:
         forgeable.run_many(mocked_jobs, max_workers=args.workers)  # warm-up
         inprocess_s = [timed(forgeable, t, p)[0] for t, p in mocked_jobs]
     first_s, later_s, calibrated = first_vs_later(unseen, args.workers, [(t, p) for t, p, _ in jobs])
+    first_r, later_r, calibrated_r = first_vs_later(unseen_reset, args.workers, [(t, p) for t, p, _ in jobs], reset=True)
 
     spec = {"jobs": [[p, t.test, t.entry_point] for t, p, _ in jobs], "workers": args.workers}
     theirs = drive(args.bcb_python, "_bcb_driver.py", spec)
@@ -187,6 +194,9 @@ def main() -> int:
     print(f"first step of an unseen task: {ms(first_s)}, a later step: {ms(later_s)} "
           f"(ratio {statistics.median(first_s) / statistics.median(later_s):.2f}; {len(first_s)} tasks, "
           f"{calibrated} calibrated first)")
+    print(f"after the env's reset (Executor.prepare): first step {ms(first_r)}, a later step: {ms(later_r)} "
+          f"(ratio {statistics.median(first_r) / statistics.median(later_r):.2f}; {len(first_r)} other tasks, "
+          f"{calibrated_r} calibrated first)")
     ours_tp, their_tp = len(jobs) / ours_parallel, len(jobs) / theirs["parallel_s"]
     print(f"throughput, {args.workers} parallel       {ours_tp:>21.1f} /s{their_tp:>27.1f} /s")
     print(f"throughput ratio (ours / theirs): {ours_tp / their_tp:.1f}x")

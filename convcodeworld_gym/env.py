@@ -228,6 +228,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         """
         super().reset(seed=seed)
         self._task = self._choose_task(options or {})
+        self.executor.prepare(self._task)  # its first step then costs like any other
         self._turn = 0
         self._done = False
         self._last_judged = None

@@ -242,3 +242,19 @@ def test_bad_constructor_arguments(make_env):
         make_env(max_turns=-1)
     with pytest.raises(ValueError, match="empty"):
         make_env(task_ids=[], limit=0)
+
+
+def test_reset_prepares_the_task_so_that_its_first_step_calibrates_nothing(humaneval):
+    """An unseen task is calibrated (its canonical solution run) when its episode begins, not in its first step."""
+    from convcodeworld_gym.sandbox.profile import profile_key
+
+    task = humaneval["HumanEval/7"]
+    with SandboxExecutor(workers=1, shipped=False, cache=False) as ex:
+        env = ConvCodeWorldEnv("CF-EF_full", dataset=humaneval, executor=ex)
+        key = profile_key(task, ex.fingerprint())
+        assert ex.profiles.get(key) is None
+        env.reset(options={"task_id": task.task_id})
+        profile = ex.profiles.get(key)
+        assert profile is not None and profile.canonical_passed
+        _, reward, *_ = env.step(task.ground_truth)
+        assert reward == 1.0 and ex.profiles.get(key) == profile

@@ -62,6 +62,11 @@ class Executor(abc.ABC):
 
         Implementations start with :meth:`refuse_oversized` (the one code-size guard)."""
 
+    def prepare(self, task: Task) -> None:
+        """Get ready to run ``task`` soon: the env calls it when an episode of ``task`` begins (``reset``), so
+        that work a task's first run would do (a calibration, the judge's facts) is done then, off the step.
+        Optional; the default does nothing."""
+
     def refuse_oversized(self, task: Task, program: str) -> ExecutionResult | None:
         """The not-run result of a program longer than ``limits.max_code_chars``; None when it fits."""
         if len(program) <= self.limits.max_code_chars:

@@ -335,6 +335,16 @@ class SandboxExecutor(Executor):
                     self._remember(task, task.ground_truth, found.mode, self._limits_for(found), canonical)
         return found
 
+    def prepare(self, task: Task) -> None:
+        """The task's profile (shipped, stored, or calibrated now) and its split-judge facts, ahead of its first run.
+        Never raises: a worker that cannot start says so when the task runs."""
+        _judge_facts(task.header, task.test)
+        if self.judge == "auto" and self.calibrate:
+            try:
+                self.profile(task)
+            except ExecutorError:
+                pass
+
     def run(self, task: Task, program: str) -> ExecutionResult:
         if (refused := self.refuse_oversized(task, program)) is not None:
             return refused
