@@ -67,6 +67,11 @@ class Executor(abc.ABC):
         that work a task's first run would do (a calibration, the judge's facts) is done then, off the step.
         Optional; the default does nothing."""
 
+    def derive(self, task: Task, derived: Task) -> None:
+        """``derived``'s tests are ``task``'s with more added (a probe that only reports, never passes): run it
+        with ``task``'s judge mode and time limits instead of calibrating it (its canonical solution would fail
+        by design). Optional; the default does nothing."""
+
     def refuse_oversized(self, task: Task, program: str) -> ExecutionResult | None:
         """The not-run result of a program longer than ``limits.max_code_chars``; None when it fits."""
         if len(program) <= self.limits.max_code_chars:

@@ -345,6 +345,15 @@ class SandboxExecutor(Executor):
             except ExecutorError:
                 pass
 
+    def derive(self, task: Task, derived: Task) -> None:
+        """Store ``task``'s profile (its mode, canonical time) for ``derived``, with ``derived``'s import profile."""
+        key = profile_key(derived, self.fingerprint())
+        if self.judge == "auto" and self.calibrate and self.profiles.get(key) is None:
+            try:
+                self.profiles.put(key, replace(self.profile(task), imports=import_profile(derived)))
+            except ExecutorError:
+                pass  # the run says why
+
     def run(self, task: Task, program: str) -> ExecutionResult:
         if (refused := self.refuse_oversized(task, program)) is not None:
             return refused

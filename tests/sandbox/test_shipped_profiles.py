@@ -99,3 +99,19 @@ def test_the_shipped_bigcodebench_file_matches_the_dataset(bigcodebench):
     assert sum(p is not None for p in found) == len(data["tasks"]) > 1000  # every shipped task is still the same
     assert {p.mode for p in found if p is not None} == {Mode.SPLIT}  # made without allow_forgeable
     assert all(p.imports == import_profile(t) for t, p in zip(bigcodebench, found) if p is not None)
+
+
+def test_a_probe_of_a_task_runs_as_the_task_does_without_calibration(humaneval):
+    """The offline expert's probes (a task's tests plus a reporting test that never passes) take the task's
+    profile: no canonical run of the probe (it would fail by design, and retry in a fresh worker)."""
+    from convcodeworld_gym.feedback.verbal.probe import probe_calls
+
+    task = humaneval["HumanEval/7"]
+    with CountingExecutor(workers=1, preload=()) as ex:
+        calls = probe_calls(ex, task, _stub(task), task.test_names[0])
+        assert ex.ran == ["program"]  # the task's shipped profile served the probe too
+        assert calls and all(call.returned == "None" for call in calls)
+    with CountingExecutor(workers=1, preload=(), shipped=False) as ex:
+        probe_calls(ex, task, _stub(task), task.test_names[0])
+        probe_calls(ex, task, _stub(task), task.test_names[1])
+        assert ex.ran == ["canonical", "program", "program"]  # the task calibrated once; its probes not at all

@@ -87,6 +87,7 @@ def probe_calls(executor: Executor, task: Task, program: str, test_name: str) ->
         return None
     source = _PROBE_SOURCE.format(probe=PROBE_TEST, entry=task.entry_point, method=test_name, max_calls=_MAX_CALLS, mark=_MARK)
     probe_task = dataclasses.replace(task, test=task.test + source)
+    executor.derive(task, probe_task)  # its probe test never passes: it runs as the task does, uncalibrated
     result = executor.run(probe_task, program)
     report = result.by_name().get(PROBE_TEST)
     if report is None or _MARK not in report.traceback:
