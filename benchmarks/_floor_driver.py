@@ -28,11 +28,12 @@ def _child(code: str, test: str) -> int:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # stdout carries our JSON: a program's prints must not reach it
         os.dup2(null, fd)
-    os.chdir(tempfile.mkdtemp(prefix="ccw_floor_"))
-    module: dict = {"__name__": "__test__"}
-    exec(compile(code + "\n" + test, "__test__.py", "exec"), module)
-    suite = unittest.TestLoader().loadTestsFromTestCase(module["TestCases"])
-    return 0 if unittest.TextTestRunner(stream=io.StringIO()).run(suite).wasSuccessful() else 1
+    with tempfile.TemporaryDirectory(prefix="ccw_floor_") as workdir:  # removed after the run, as ours are
+        os.chdir(workdir)
+        module: dict = {"__name__": "__test__"}
+        exec(compile(code + "\n" + test, "__test__.py", "exec"), module)
+        suite = unittest.TestLoader().loadTestsFromTestCase(module["TestCases"])
+        return 0 if unittest.TextTestRunner(stream=io.StringIO()).run(suite).wasSuccessful() else 1
 
 
 def check(job: list[str]) -> tuple[float, bool]:
