@@ -310,7 +310,7 @@ class DockerExecutor(SandboxExecutor):
         slots: containers, i.e. executions that can run at once (default: the CPU count).
         python: the interpreter inside the container.
         memory: memory limit of one container (swap disabled), Docker syntax (``"2g"``).
-        pids: the most processes and threads one container may hold.
+        pids: the most processes and threads one container may hold (its worker's and its runs' together).
         cpus: CPUs one container may use.
         tmpfs_size: size of the container's ``/tmp`` (the work dirs of its runs); it holds at most
             ``settings.tmpfs_inodes`` files and dirs, as the local sandbox's private ``/tmp`` does.
@@ -338,7 +338,7 @@ class DockerExecutor(SandboxExecutor):
         slots: int | None = None,
         python: str = "python3",
         memory: str = "2g",
-        pids: int = 256,
+        pids: int = 1024,
         cpus: float = 1.0,
         tmpfs_size: str = "1g",
         volumes: Mapping[str, str] | None = None,

@@ -137,7 +137,8 @@ class SandboxSettings:
         tmpfs_inodes: most files and dirs the tmpfs holds.
         address_space_mb: ``RLIMIT_AS`` of the child (virtual memory; a warm worker with pandas maps ~1.5 GB).
         file_size_mb: ``RLIMIT_FSIZE``: largest file the program may write.
-        max_processes: ``RLIMIT_NPROC`` for the slot uid (a fork bomb stops here).
+        max_processes: ``RLIMIT_NPROC`` for the slot uid, threads included (a fork bomb stops here). Room for
+            the 256 threads of BigCodeBench/147's canonical solution next to the run's own processes.
         max_open_files: ``RLIMIT_NOFILE``.
     """
 
@@ -146,7 +147,7 @@ class SandboxSettings:
     tmpfs_inodes: int = 20000
     address_space_mb: int = 6144
     file_size_mb: int = 256
-    max_processes: int = 256
+    max_processes: int = 1024
     max_open_files: int = 1024
 
     def __post_init__(self) -> None:
