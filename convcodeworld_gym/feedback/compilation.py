@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import traceback
 
+from ..tasks.record import quiet_compiling
+
 __all__ = ["NO_SYNTAX_ERRORS", "COMPILE_FILENAME", "compilation_feedback", "compiled"]
 
 NO_SYNTAX_ERRORS = "No syntax errors"
@@ -23,7 +25,8 @@ def compilation_feedback(code: str) -> tuple[bool, str]:
     (False, 'Traceback (most recent call last):', 'SyntaxError: invalid syntax')
     """
     try:
-        compile(code, COMPILE_FILENAME, "exec")
+        with quiet_compiling():
+            compile(code, COMPILE_FILENAME, "exec")
     except Exception as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError ...
         detail = "".join(traceback.format_exception_only(type(exc), exc))
         return False, "Traceback (most recent call last):\n" + detail

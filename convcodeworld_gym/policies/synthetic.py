@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import random
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from ..feedback.compilation import compiled
 from ..feedback.execution import shows_failure
 from ..tasks import Task
+from ..tasks.record import parse_source
 from .base import Policy, PolicyEpisode, PolicyReply, fenced
 
 __all__ = ["SyntheticCoder", "Mutation", "inject_bugs", "apply_mutations", "feedback_level", "PRECISION", "KINDS"]
@@ -55,15 +55,6 @@ class Mutation:
 
     kind: str
     index: int
-
-
-def _parse(source: str) -> ast.Module | None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return ast.parse(source)
-        except (SyntaxError, ValueError):
-            return None
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -164,7 +155,7 @@ def apply_mutations(ground_truth: str, mutations: Sequence[Mutation]) -> str:
     """
     if not mutations:
         return ground_truth
-    tree = _parse(ground_truth)
+    tree = parse_source(ground_truth)
     if tree is None:
         return ground_truth
     sites = _sites(tree)
@@ -183,7 +174,7 @@ def apply_mutations(ground_truth: str, mutations: Sequence[Mutation]) -> str:
 
 def inject_bugs(ground_truth: str, rng: random.Random, count: int) -> list[Mutation]:
     """Up to ``count`` distinct bugs for ``ground_truth``, drawn with ``rng`` (fewer if it has few sites)."""
-    tree = _parse(ground_truth)
+    tree = parse_source(ground_truth)
     if tree is None or count <= 0:
         return []
     available = {k: len(v) for k, v in _sites(tree).items()}

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..tasks.record import parse_source
 from .codec import CodecError, dumps, loads
 from .local import describe_exit
 from .mocks import PatchApplier, PatchTracker, same_state
@@ -91,7 +92,7 @@ def serve_program(channel: Channel, private_paths: tuple[str, ...] = ()) -> None
     module.__file__ = filename
     sys.modules[module_name] = module
     shared = SharedState.program(rc if isinstance(rc, list) else (), private_paths)  # before the program runs
-    tree = _parse(program)
+    tree = parse_source(program)
     try:  # compiled from its tree (parsed once: its names are read below); a syntax error as compile() writes it
         exec(compile(program if tree is None else tree, filename, "exec"), module.__dict__)
     except BaseException as exc:  # noqa: BLE001
@@ -119,14 +120,6 @@ def serve_program(channel: Channel, private_paths: tuple[str, ...] = ()) -> None
     peer.export(functools.partial(_module_values, module))  # handle 3: the names the tests read, in one answer
     channel.send(dumps(["ready", {k: v for k, v in names.items() if v is None or isinstance(v, str)}]))
     peer.serve_forever()
-
-
-def _parse(source: str) -> ast.Module | None:
-    """``source``'s tree, or None where it does not parse."""
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
 
 
 def _top_level_imports(tree: ast.Module | None) -> list[list]:
@@ -325,7 +318,7 @@ class JudgeFacts:
 
 def judge_facts(source: str) -> JudgeFacts:
     """The :class:`JudgeFacts` of a judge module's ``source`` (blank lines in it change nothing)."""
-    tree = _parse(source)
+    tree = parse_source(source)
     read, roots = _test_names(tree)
     return JudgeFacts(_top_level_imports(tree), frozenset(read), frozenset(roots), tuple(rc_keys(source)),
                      "mock" in source)  # only then can the tests patch (importing unittest.mock costs ~10 ms)

@@ -26,6 +26,8 @@ from __future__ import annotations
 import ast
 import enum
 
+from ..tasks.record import parse_source
+
 __all__ = ["Mode", "JUDGES", "check_judge", "static_mode", "first_mode", "calibration_modes", "run_mode",
            "suspicious_constructs", "flagged_constructs", "refusal"]
 
@@ -79,9 +81,8 @@ def suspicious_constructs(program: str) -> tuple[str, ...]:
     >>> suspicious_constructs("def task_func(x):\\n    return x + 1")
     ()
     """
-    try:
-        tree = ast.parse(program)
-    except (SyntaxError, ValueError):
+    tree = parse_source(program)
+    if tree is None:
         return ()
     found: dict[str, None] = {}
     for node in ast.walk(tree):

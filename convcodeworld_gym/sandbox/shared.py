@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from importlib.machinery import PathFinder
 from typing import Any
 
+from ..tasks.record import parse_source
+
 __all__ = ["SharedState", "RandomState", "NumpyRandomState", "SysPath", "RcParams", "DjangoSettings", "pin_imports", "PinnedPathFinder", "rc_keys"]
 
 
@@ -282,9 +284,8 @@ def rc_keys(test_source: str) -> list[str]:
     """
     if "rcParams" not in test_source and ".rc(" not in test_source:
         return []
-    try:
-        tree = ast.parse(test_source)
-    except (SyntaxError, ValueError):
+    tree = parse_source(test_source)
+    if tree is None:
         return []
     return sorted({node.value for node in ast.walk(tree)
                    if isinstance(node, ast.Constant) and isinstance(node.value, str) and _RC_KEY.match(node.value)})

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import sys
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-__all__ = ["Task", "test_method_names", "imported_modules", "third_party", "TEST_CLASS"]
+__all__ = ["Task", "test_method_names", "imported_modules", "third_party", "parse_source", "quiet_compiling", "TEST_CLASS"]
 
 #: Name of the unittest class every task's test source defines.
 TEST_CLASS = "TestCases"
@@ -23,11 +24,21 @@ _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 _PARSE_LOCK = threading.Lock()
 
 
-def _parse(source: str) -> ast.Module | None:
-    """Parse without executing; task sources with invalid escapes must not warn. Safe from any thread."""
+@contextlib.contextmanager
+def quiet_compiling() -> Iterator[None]:
+    """Around a ``compile()`` or ``ast.parse`` of task or program text: no warning is shown, and none is raised
+    whatever this process's warning filters say (``-W error`` would turn an invalid escape into a SyntaxError),
+    so what compiles does not depend on where it runs. Safe from any thread (they take turns)."""
     with _PARSE_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def parse_source(source: str) -> ast.Module | None:
+    """``source``'s syntax tree, or None where it does not parse; never executes it, never warns
+    (:func:`quiet_compiling`)."""
+    with quiet_compiling():
         try:
             return ast.parse(source)
         except (SyntaxError, ValueError):
@@ -44,7 +55,7 @@ def test_method_names(test_source: str, class_name: str = TEST_CLASS) -> tuple[s
     >>> test_method_names("class TestCases:\\n def setUp(self): pass\\n def test_b(self): pass\\n def test_a(self): pass")
     ('test_b', 'test_a')
     """
-    tree = _parse(test_source)
+    tree = parse_source(test_source)
     for node in tree.body if tree is not None else ():
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             names = (
@@ -76,7 +87,7 @@ def imported_modules(source: str) -> frozenset[str]:
     >>> sorted(imported_modules("import os.path\\nfrom numpy import array\\ndef f():\\n    import pandas as pd"))
     ['numpy', 'os', 'pandas']
     """
-    tree = _parse(source)
+    tree = parse_source(source)
     if tree is None:
         return frozenset()
     names: set[str] = set()

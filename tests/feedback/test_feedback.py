@@ -260,3 +260,24 @@ def test_build_program_prepends_header():
 def test_not_executed_result_has_no_passes():
     result = ExecutionResult.not_executed(("test_a",), "Not run: the code does not compile.")
     assert not result.passed and result.tests == (TestResult("test_a", Outcome.NOT_RUN, "Not run: the code does not compile."),)
+
+
+INVALID_ESCAPE = 'import re\ndef task_func(x):\n    return re.sub("\\P", "", x)\n'
+
+
+@pytest.mark.parametrize("host_filter", ["error", "always"])
+def test_compilation_feedback_of_an_invalid_escape_does_not_hang_on_the_hosts_warning_filters(host_filter, executor):
+    """A program with an invalid escape ('\\P') compiles, as in the reference's default interpreter, whatever
+    the host's warning filters (``-W error`` turns that warning into a SyntaxError), and no warning of the
+    host's parses of it (compilation feedback, the judge's facts, the run's group) reaches the host's stderr."""
+    import warnings
+
+    task = Task("escape/0", "Drop P.", "import re\ndef task_func(x):\n", "task_func", '    return re.sub("P", "", x)\n',
+                "import unittest\nclass TestCases(unittest.TestCase):\n    def test_a(self):\n"
+                "        self.assertEqual(task_func('aPb'), 'ab')\n")
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter(host_filter)
+        assert compilation_feedback(INVALID_ESCAPE) == (True, NO_SYNTAX_ERRORS)
+        result = executor.run(task, INVALID_ESCAPE)
+    assert [str(w.message) for w in shown] == []
+    assert not result.passed and result.tests  # it ran, and failed: re refuses the pattern \P

@@ -8,10 +8,9 @@ Holds:
 from __future__ import annotations
 
 import ast
-import warnings
 from dataclasses import dataclass
 
-from ...tasks.record import imported_modules
+from ...tasks.record import imported_modules, parse_source
 
 __all__ = ["CodeFacts", "code_facts"]
 
@@ -45,12 +44,9 @@ def code_facts(source: str) -> CodeFacts:
     >>> sorted(f.modules), sorted(f.calls), sorted(f.raises)
     (['pandas', 're'], ['pandas.Series', 're.sub'], ['ValueError'])
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            return CodeFacts()
+    tree = parse_source(source)
+    if tree is None:
+        return CodeFacts()
     aliases: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
