@@ -266,7 +266,7 @@ INVALID_ESCAPE = 'import re\ndef task_func(x):\n    return re.sub("\\P", "", x)\
 
 
 @pytest.mark.parametrize("host_filter", ["error", "always"])
-def test_compilation_feedback_of_an_invalid_escape_does_not_hang_on_the_hosts_warning_filters(host_filter, executor):
+def test_compilation_feedback_of_an_invalid_escape_does_not_depend_on_the_hosts_warning_filters(host_filter, executor):
     """A program with an invalid escape ('\\P') compiles, as in the reference's default interpreter, whatever
     the host's warning filters (``-W error`` turns that warning into a SyntaxError), and no warning of the
     host's parses of it (compilation feedback, the judge's facts, the run's group) reaches the host's stderr."""

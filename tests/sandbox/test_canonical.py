@@ -111,7 +111,7 @@ THREADS = Task("threads/256", "Call os.getpid from n threads alive at once.",
 
 def test_a_program_with_256_threads_alive_at_once_passes(executor):
     """The process limit leaves room for BigCodeBench/147's 256 threads next to the run's own processes: at 256 a
-    verdict of that task hung on how many of its threads were alive at once (its probe failed with "can't start
+    verdict of that task depended on how many of its threads were alive at once (its probe failed with "can't start
     new thread" on a loaded machine)."""
     result = executor.run(THREADS, THREADS.ground_truth)
     assert result.passed, result.tests or result.crash
