@@ -33,6 +33,7 @@ from typing import Literal
 
 from ..sandbox.local import MODULE_NAME
 from ..sandbox.result import ExecutionResult, Outcome, TestResult
+from ..tasks.record import quiet_compiling
 
 __all__ = [
     "PASSED_ALL_TEST_RUNS",
@@ -135,7 +136,8 @@ def compile_error_feedback(program: str, test: str) -> str:
     expected ':' (__test__.py, line 1)
     """
     try:
-        compile(program + "\n" + test, f"{MODULE_NAME}.py", "exec")
+        with quiet_compiling():
+            compile(program + "\n" + test, f"{MODULE_NAME}.py", "exec")
     except Exception as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, ...
         return _block(CRASH_BLOCK, str(exc))
     return PASSED_ALL_TEST_RUNS  # it compiles: nothing to report here

@@ -36,12 +36,13 @@ def quiet_compiling() -> Iterator[None]:
 
 
 def parse_source(source: str) -> ast.Module | None:
-    """``source``'s syntax tree, or None where it does not parse; never executes it, never warns
-    (:func:`quiet_compiling`)."""
+    """``source``'s syntax tree, or None where it does not parse (a syntax error, NUL bytes, nesting deeper than
+    the parser or the tree's construction allows: 5000 characters of ``-`` do it); never executes it, never
+    warns (:func:`quiet_compiling`), never raises."""
     with quiet_compiling():
         try:
             return ast.parse(source)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
 
 

@@ -321,6 +321,19 @@ def test_deep_recursion_fails_truthfully(sandbox):
     assert_rejected(sandbox, program, "SIGSEGV", "RecursionError", "MemoryError", "TimeoutError")
 
 
+# Deeper than the parser or the syntax tree's construction goes: the host's own parses of the program (its imports
+# choose the worker group, the static check) must not raise on them, in either judge.
+TOO_DEEP = {"unary": "-" * 5000 + "1", "calls": "f" + "()" * 10000, "not": "not " * 10000 + "1"}
+
+
+@pytest.mark.parametrize("shape", sorted(TOO_DEEP))
+@pytest.mark.parametrize("judge", ["split", "inprocess"])
+def test_a_program_nested_too_deep_to_parse_fails_and_never_raises(sandbox, inprocess_sandbox, shape, judge):
+    program = f"def task_func(x):\n    return {TOO_DEEP[shape]}\n"
+    result = assert_rejected(sandbox if judge == "split" else inprocess_sandbox, program, "RecursionError", "MemoryError")
+    assert result.details["judge"] == judge
+
+
 @pytest.mark.parametrize("exit_code", ["sys.exit(0)", "os._exit(0)"])
 @pytest.mark.parametrize("where", ["module", "call"])
 def test_exit_calls_do_not_pass(sandbox, exit_code, where):
