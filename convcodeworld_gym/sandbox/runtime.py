@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -11,7 +10,7 @@ import platform
 import sys
 from collections.abc import Iterable
 
-from ..tasks import Task, imported_modules
+from ..tasks import Task
 
 __all__ = ["IMPORT_TO_PYPI", "pypi_name", "installed_preload", "runtime_fingerprint", "HEAVY_MODULES"]
 
@@ -72,14 +71,7 @@ def network_policy(task: Task) -> str:
     With ``"none"`` a run may open only ``AF_UNIX`` sockets (seccomp) and no TCP (Landlock). What a
     *program* imports never widens its own run: only the task's public text decides.
     """
-    return _network_policy(task.header + task.ground_truth, task.test)
-
-
-@functools.lru_cache(maxsize=4096)
-def _network_policy(solution: str, test: str) -> str:
-    """:func:`network_policy` of the texts, parsed once per task (a string caches its own hash)."""
-    used = imported_modules(solution) | imported_modules(test)
-    return "loopback" if used & NETWORK_MODULES else "none"
+    return "loopback" if task.modules & NETWORK_MODULES else "none"
 
 
 def installed_preload(modules: Iterable[str] = HEAVY_MODULES) -> tuple[str, ...]:

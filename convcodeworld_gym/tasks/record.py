@@ -153,10 +153,14 @@ class Task:
         return hashlib.sha256(self.test.encode("utf-8", "surrogatepass")).hexdigest()
 
     @cached_property
+    def modules(self) -> frozenset[str]:
+        """Top-level names of the modules the ground truth or the tests import (each parsed once per task)."""
+        return imported_modules(self.ground_truth) | imported_modules(self.test)
+
+    @cached_property
     def third_party_modules(self) -> frozenset[str]:
         """Non-standard-library modules named by ``libs`` or imported by the ground truth or the tests."""
-        mods = set(self.libs) | imported_modules(self.ground_truth) | imported_modules(self.test)
-        return third_party(mods)
+        return third_party(set(self.libs) | self.modules)
 
     @property
     def stdlib_only(self) -> bool:
