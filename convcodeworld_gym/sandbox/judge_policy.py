@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import enum
 
-from ..tasks.record import parse_source
+from ..tasks.record import parse_result
 
 __all__ = ["Mode", "JUDGES", "check_judge", "static_mode", "first_mode", "calibration_modes", "run_mode",
            "suspicious_constructs", "flagged_constructs", "refusal"]
@@ -74,16 +74,19 @@ _SUSPICIOUS_NAMES = {
 def suspicious_constructs(program: str) -> tuple[str, ...]:
     """What in ``program`` could forge an in-process verdict: frames, gc, unittest internals, ``os._exit``, fds.
 
-    Parsed, never run. An unparsable program returns ``()`` (it fails to compile anyway).
+    Parsed, never run. A program with a syntax error returns ``()`` (it compiles nowhere); one nested too deep
+    for this process to parse is flagged for that (the run's own process may parse it: this check fails closed).
 
     >>> suspicious_constructs("import sys\\ndef task_func():\\n    sys._getframe(1).f_globals['x'] = 1")
     ('frame globals (f_globals)', 'frame access (sys._getframe)')
     >>> suspicious_constructs("def task_func(x):\\n    return x + 1")
     ()
     """
-    tree = parse_source(program)
-    if tree is None:
-        return ()
+    tree = parse_result(program)
+    if tree == "syntax":
+        return ()  # it runs nowhere: the run says why
+    if isinstance(tree, str):  # too deep to check here, and it may still compile in the run: fail closed
+        return (f"code nested too deep for the check ({tree})",)
     found: dict[str, None] = {}
     for node in ast.walk(tree):
         name = None

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-__all__ = ["Task", "test_method_names", "imported_modules", "third_party", "parse_source", "quiet_compiling", "TEST_CLASS"]
+__all__ = ["Task", "test_method_names", "imported_modules", "third_party", "parse_source", "parse_result", "quiet_compiling",
+           "TEST_CLASS"]
 
 #: Name of the unittest class every task's test source defines.
 TEST_CLASS = "TestCases"
@@ -35,15 +36,29 @@ def quiet_compiling() -> Iterator[None]:
         yield
 
 
-def parse_source(source: str) -> ast.Module | None:
-    """``source``'s syntax tree, or None where it does not parse (a syntax error, NUL bytes, nesting deeper than
-    the parser or the tree's construction allows: 5000 characters of ``-`` do it); never executes it, never
-    warns (:func:`quiet_compiling`), never raises."""
+def parse_result(source: str) -> ast.Module | str:
+    """``source``'s syntax tree, or why there is none: ``"syntax"`` (a syntax error or NUL bytes: the same in
+    every process) or the name of what stopped the tree's construction (``RecursionError``, ``MemoryError``:
+    nesting deeper than this process could go from where it was called; 5000 characters of ``-`` do it, and
+    200 do when the caller is already 950 frames deep, so another process may well parse it). Never executes
+    ``source``, never warns (:func:`quiet_compiling`), never raises.
+
+    >>> parse_result("x = (")
+    'syntax'
+    """
     with quiet_compiling():
         try:
             return ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
+        except (SyntaxError, ValueError):
+            return "syntax"
+        except (RecursionError, MemoryError) as exc:
+            return type(exc).__name__
+
+
+def parse_source(source: str) -> ast.Module | None:
+    """``source``'s syntax tree, or None where it has none (:func:`parse_result` says why)."""
+    tree = parse_result(source)
+    return tree if isinstance(tree, ast.Module) else None
 
 
 def test_method_names(test_source: str, class_name: str = TEST_CLASS) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ GB); ``kill(-1)`` runs only after a probe proved the program sits in its own PID
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import socket
@@ -363,6 +364,22 @@ def inprocess_sandbox():
 def test_forging_in_process_mode_is_refused(inprocess_sandbox, program):
     result = assert_rejected(inprocess_sandbox, program, "JudgeRefused", "AssertionError", "ProtocolViolation", task=MOCKED)
     assert result.details["judge"] == "inprocess"
+
+
+def test_the_in_process_check_fails_closed_on_a_program_too_deep_to_parse_where_it_is_called():
+    """The host's static check parses from wherever the executor was called: a forging program with a
+    200-deep expression parses in the run's fresh process but not from a caller 950 frames deep, where the
+    check would see nothing in it and let its forged pass stand."""
+    from convcodeworld_gym.sandbox.judge_policy import Mode, flagged_constructs
+
+    program = PATCH_UNITTEST + "PADDING = " + "-" * 200 + "1\n"
+    assert flagged_constructs(Mode.INPROCESS, program, SQUARE.ground_truth)  # from a shallow stack: parsed
+
+    def deep(frames: int) -> tuple[str, ...]:
+        return deep(frames - 1) if frames else flagged_constructs(Mode.INPROCESS, program, SQUARE.ground_truth)
+
+    flagged = deep(950 - len(inspect.stack(0)))
+    assert flagged and all("nested too deep" in c for c in flagged), flagged
 
 
 @pytest.mark.parametrize("program", [PATCH_UNITTEST, FRAME_WALK, FORGE_CHANNEL, ALWAYS_EQUAL],
