@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from convcodeworld_gym import ConvCodeWorldEnv, Task
+from convcodeworld_gym import ConvCodeWorldEnv
 from convcodeworld_gym.sandbox import Outcome
 from convcodeworld_gym.sandbox.forgeable import SPLIT_UNJUDGEABLE
 from convcodeworld_gym.sandbox.needs import select_runnable
@@ -81,37 +81,3 @@ def test_library_tasks_get_the_same_verdicts_in_the_sandbox_as_in_a_plain_interp
               for t, s, p in zip(tasks, sandboxed, plain) if s.passed != p.passed}
     assert not differ, differ
     assert sum(r.passed for r in sandboxed) >= 18
-
-
-
-# BigCodeBench/147's canonical solution scans a /24 with a thread per address, each calling the judge's mocked
-# socket. Here the 256 threads are all alive at once (a barrier), each calling a mock of the judge.
-THREADS_TESTS = """
-import unittest
-from unittest.mock import patch
-class TestCases(unittest.TestCase):
-    @patch("os.getpid", return_value=7)
-    def test_all_at_once(self, getpid):
-        self.assertEqual(task_func(256), 256 * 7)
-        self.assertEqual(getpid.call_count, 256)
-"""
-THREADS = Task("threads/256", "Call os.getpid from n threads alive at once.",
-               "import os, threading\ndef task_func(n):\n", "task_func",
-               "    barrier, out = threading.Barrier(n), []\n"
-               "    def work():\n"
-               "        barrier.wait()\n"
-               "        out.append(os.getpid())\n"
-               "    threads = [threading.Thread(target=work) for _ in range(n)]\n"
-               "    for t in threads:\n"
-               "        t.start()\n"
-               "    for t in threads:\n"
-               "        t.join()\n"
-               "    return sum(out)\n", THREADS_TESTS)
-
-
-def test_a_program_with_256_threads_alive_at_once_passes(executor):
-    """The process limit leaves room for BigCodeBench/147's 256 threads next to the run's own processes: at 256 a
-    verdict of that task depended on how many of its threads were alive at once (its probe failed with "can't start
-    new thread" on a loaded machine)."""
-    result = executor.run(THREADS, THREADS.ground_truth)
-    assert result.passed, result.tests or result.crash

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from convcodeworld_gym import ConvCodeWorldEnv
+from convcodeworld_gym import ConvCodeWorldEnv, Task
 
 HE0 = "def has_close_elements(numbers, threshold):\n"
 CASES = [
@@ -37,8 +37,6 @@ def test_split_judge_feedback_matches_one_module(task_id, program, humaneval, ex
 def test_tracebacks_keep_their_line_numbers_when_the_program_is_only_its_imports(executor, local_executor):
     # The judge's module puts the task's imports first; with a program no longer than them (here: only
     # them, no final newline) the tests must still sit on the lines they have in program + tests.
-    from convcodeworld_gym.tasks import Task
-
     test = "import unittest\n\nclass TestCases(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(probe(), 1)\n"
     task = Task(task_id="probe/imports", prompt="p", code_prompt="import os\nimport re\ndef probe():\n",
                 entry_point="probe", canonical_solution="    return 1\n", test=test)
@@ -47,3 +45,36 @@ def test_tracebacks_keep_their_line_numbers_when_the_program_is_only_its_imports
     assert sandboxed.details["judge"] == "split"
     assert sandboxed.tests[0].traceback == local.tests[0].traceback
     assert 'File "__test__.py", line 7' in local.tests[0].traceback and "NameError" in local.tests[0].traceback
+
+
+# BigCodeBench/147's canonical solution scans a /24 with a thread per address, each calling the judge's mocked
+# socket. Here the 256 threads are all alive at once (a barrier), each calling a mock of the judge.
+THREADS_TESTS = """
+import unittest
+from unittest.mock import patch
+class TestCases(unittest.TestCase):
+    @patch("os.getpid", return_value=7)
+    def test_all_at_once(self, getpid):
+        self.assertEqual(task_func(256), 256 * 7)
+        self.assertEqual(getpid.call_count, 256)
+"""
+THREADS = Task("threads/256", "Call os.getpid from n threads alive at once.",
+               "import os, threading\ndef task_func(n):\n", "task_func",
+               "    barrier, out = threading.Barrier(n), []\n"
+               "    def work():\n"
+               "        barrier.wait()\n"
+               "        out.append(os.getpid())\n"
+               "    threads = [threading.Thread(target=work) for _ in range(n)]\n"
+               "    for t in threads:\n"
+               "        t.start()\n"
+               "    for t in threads:\n"
+               "        t.join()\n"
+               "    return sum(out)\n", THREADS_TESTS)
+
+
+def test_a_program_with_256_threads_alive_at_once_passes(executor):
+    """The process limit leaves room for BigCodeBench/147's 256 threads next to the run's own processes: at 256 a
+    verdict of that task depended on how many of its threads were alive at once (its probe failed with "can't start
+    new thread" on a loaded machine)."""
+    result = executor.run(THREADS, THREADS.ground_truth)
+    assert result.passed, result.tests or result.crash
