@@ -29,6 +29,7 @@ from importlib.machinery import PathFinder
 from typing import Any
 
 from ..tasks.record import parse_source
+from .rng_fingerprint import numpy_fingerprint, random_fingerprint
 
 __all__ = ["SharedState", "RandomState", "NumpyRandomState", "SysPath", "RcParams", "DjangoSettings", "pin_imports", "PinnedPathFinder", "rc_keys"]
 
@@ -37,7 +38,10 @@ class _Part:
     """One piece of shared state: ``out()`` is its value when it changed since it was last sent or applied
     (else None); ``apply(value)`` takes the other side's. Only the sides named in ``sends`` send it.
     ``mark()`` takes the value now as already known to the other side: both processes of a run start
-    from the one they were forked from, so nothing is sent until a side changes it."""
+    from the one they were forked from, so nothing is sent until a side changes it.
+
+    A part whose value is costly to read may give a cheap, exact :meth:`fingerprint` (equal fingerprints:
+    equal values); ``out()`` then reads the value only when the fingerprint changed."""
 
     name = ""
     sends: frozenset[str] = frozenset({"judge", "program"})
@@ -45,6 +49,7 @@ class _Part:
     def __init__(self, side: str) -> None:
         self.side = side
         self._last: Any = None
+        self._seen: Any = None
 
     def read(self) -> Any:
         raise NotImplementedError
@@ -56,14 +61,23 @@ class _Part:
         """What tells two values apart (hashable or comparable)."""
         return value
 
+    def fingerprint(self) -> Any:
+        """A cheap picture of the value now, equal only where the values are equal; None where there is none."""
+        return None
+
     def mark(self) -> None:
+        self._seen = self.fingerprint()  # before the read: never newer than the value it stands for
         current = self.read()
         self._last = None if current is None else self.key(current)
 
     def out(self) -> Any:
         if self.side not in self.sends:
             return None
+        seen = self.fingerprint()
+        if seen is not None and seen == self._seen:
+            return None
         value = self.read()
+        self._seen = seen
         if value is None:
             return None
         key = self.key(value)
@@ -89,6 +103,9 @@ class RandomState(_Part):
         version, words, gauss = random.getstate()
         return version, struct.pack(f"<{len(words)}I", *words), gauss
 
+    def fingerprint(self) -> Any:
+        return random_fingerprint()
+
     def write(self, value: Any) -> None:
         import random
 
@@ -109,6 +126,9 @@ class NumpyRandomState(_Part):
 
     def key(self, value: tuple) -> tuple:
         return (value[1].tobytes(), *value[2:])
+
+    def fingerprint(self) -> Any:
+        return numpy_fingerprint()
 
     def write(self, value: Any) -> None:
         np = sys.modules.get("numpy")

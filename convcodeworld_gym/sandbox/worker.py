@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import NoReturn
 
-from . import reap
+from . import reap, rng_fingerprint
 from ._runner import emit, run_suite
 from .confinement import cgroup, confine, landlock, memory, seccomp, sweep
 from .confinement.confine import Confinement, Level, SandboxSettings
@@ -229,8 +229,10 @@ def warm_up() -> None:
 
     Libraries set up much on first use (pandas' formatters and testing helpers, matplotlib's
     figure, font and Agg machinery); done here, every forked run inherits it instead of redoing it.
-    It draws no random numbers and leaves no figure open: the state a run starts from is unchanged.
+    It draws no random numbers and leaves no figure open: the state a run starts from is unchanged. It
+    also checks the random generators' layouts for the split judge's fingerprints (:mod:`.rng_fingerprint`).
     """
+    rng_fingerprint.prepare()
     if "pandas" in sys.modules and "pandas" not in _warmed:
         _warmed.add("pandas")
         try:
