@@ -1,8 +1,9 @@
 """The executor interface every backend implements, and the limits it runs under.
 
 Holds:
-    Limits    time and size limits of one execution
-    Executor  abstract base: ``run(task, program)`` and ``run_many(jobs)``
+    Limits         time and size limits of one execution
+    Executor       abstract base: ``run(task, program)`` and ``run_many(jobs)``
+    longest_first  the order in which ``run_many`` starts its jobs
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .result import ExecutionResult
 if TYPE_CHECKING:
     from .needs import RuntimeProbe
 
-__all__ = ["Limits", "Executor"]
+__all__ = ["Limits", "Executor", "longest_first"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,15 @@ class Limits:
             raise ValueError(f"Limits.suite_timeout_s must be > 0, got {self.suite_timeout_s}")
         if self.test_timeout_s is not None and not self.test_timeout_s > 0:
             raise ValueError(f"Limits.test_timeout_s must be > 0 or None, got {self.test_timeout_s}")
+
+
+def longest_first(expected: Sequence[float | None]) -> list[int]:
+    """Job indices, those with no estimate first, then the longest expected first; ties keep the given order.
+
+    >>> longest_first([0.1, None, 2.0, 0.1, 1.0])
+    [1, 2, 4, 0, 3]
+    """
+    return sorted(range(len(expected)), key=lambda i: (expected[i] is not None, -(expected[i] or 0.0)))
 
 
 class Executor(abc.ABC):
@@ -81,11 +91,23 @@ class Executor(abc.ABC):
         )
 
     def run_many(self, jobs: Sequence[tuple[Task, str]], max_workers: int | None = None) -> list[ExecutionResult]:
-        """Run several (task, program) jobs concurrently; results come back in job order."""
+        """Run several (task, program) jobs concurrently; results come back in job order.
+
+        Jobs start longest expected first (:meth:`expected_seconds`; those with no estimate before all, in the
+        order given), so that the batch does not end with one long run going on alone while the other
+        workers idle. One at a time (``max_workers=1``), they run in the order given.
+        """
         if len(jobs) <= 1 or max_workers == 1:
             return [self.run(task, program) for task, program in jobs]
+        order = longest_first([self.expected_seconds(task) for task, _program in jobs])
         with ThreadPoolExecutor(max_workers=max_workers or self.default_concurrency()) as pool:
-            return list(pool.map(lambda job: self.run(*job), jobs))
+            done = dict(zip(order, pool.map(lambda i: self.run(*jobs[i]), order)))
+        return [done[i] for i in range(len(jobs))]
+
+    def expected_seconds(self, task: Task) -> float | None:
+        """About how long a run of ``task`` takes, where that is known without running anything; None if not.
+        Only orders the jobs of :meth:`run_many`. The default knows nothing."""
+        return None
 
     def runtime_probe(self) -> RuntimeProbe | None:
         """What tells which modules and data the runtime of this executor's runs lacks (:mod:`.needs`);

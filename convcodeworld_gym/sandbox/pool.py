@@ -324,16 +324,26 @@ class SandboxExecutor(Executor):
         with self._lock:
             lock = self._profile_locks.setdefault(key, threading.Lock())
         with lock:
-            found = self.profiles.get(key)
-            if found is None and self.shipped is not None and (found := self.shipped.lookup(task)) is not None:
-                self.profiles.put(key, found)
-            elif found is None:
+            found = self._known_profile(task, key)
+            if found is None:
                 found, canonical = self._measure(task)
                 found = replace(found, imports=import_profile(task))
                 self.profiles.put(key, found)
                 if canonical is not None:  # the canonical run answers its own next request
                     self._remember(task, task.ground_truth, found.mode, self._limits_for(found), canonical)
         return found
+
+    def _known_profile(self, task: Task, key: str) -> TaskProfile | None:
+        """The task's stored profile, else its shipped one (then stored too); None where neither exists."""
+        found = self.profiles.get(key)
+        if found is None and self.shipped is not None and (found := self.shipped.lookup(task)) is not None:
+            self.profiles.put(key, found)
+        return found
+
+    def expected_seconds(self, task: Task) -> float | None:
+        """The canonical solution's time from the task's stored or shipped profile (nothing is run for it)."""
+        known = self._known_profile(task, profile_key(task, self.fingerprint()))
+        return known.canonical_s if known is not None else None
 
     def prepare(self, task: Task) -> None:
         """The task's profile (shipped, stored, or calibrated now) and its split-judge facts, ahead of its first run.
