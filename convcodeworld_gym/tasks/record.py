@@ -5,8 +5,10 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
+import io
 import sys
 import threading
+import tokenize
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -103,9 +105,11 @@ def imported_modules(source: str) -> frozenset[str]:
     >>> sorted(imported_modules("import os.path\\nfrom numpy import array\\ndef f():\\n    import pandas as pd"))
     ['numpy', 'os', 'pandas']
     """
-    tree = parse_source(source)
-    if tree is None:
+    tree = parse_result(source)
+    if tree == "syntax":
         return frozenset()
+    if not isinstance(tree, ast.Module):  # too deep for a tree from here: another process may well build one
+        return _imported_by_tokens(source)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -113,6 +117,49 @@ def imported_modules(source: str) -> frozenset[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
     return frozenset(names)
+
+
+def _imported_by_tokens(source: str) -> frozenset[str]:
+    """What :func:`imported_modules` finds, read from ``source``'s tokens instead of its tree, so that nesting
+    depth (and so the caller's stack) does not matter: ``import`` is a keyword, so every ``import`` token
+    begins an import or ends a ``from X`` before one. Empty where the source does not tokenize.
+
+    >>> sorted(_imported_by_tokens("x = " + "-" * 9000 + "1\\nimport os.path as p, json\\nfrom numpy import (a,\\n b)\\n"
+    ...                            "from . import m\\ny = yield from z\\nif x: import pandas"))
+    ['json', 'numpy', 'os', 'pandas']
+    """
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
+                  if t.type not in (tokenize.NL, tokenize.COMMENT)]
+    except (tokenize.TokenError, SyntaxError, ValueError):  # IndentationError is a SyntaxError
+        return frozenset()
+    names: set[str] = set()
+    for i, token in enumerate(tokens):
+        if token.type != tokenize.NAME or token.string != "import":
+            continue
+        start = _from_clause_start(tokens, i)
+        if start is not None:  # from a.b import ...: the dotted name before, unless relative
+            if tokens[start + 1].string not in (".", "..."):
+                names.add(tokens[start + 1].string)
+            continue
+        expect_name = True  # import a.b as c, d
+        for following in tokens[i + 1:]:
+            if following.type == tokenize.NAME and expect_name:
+                names.add(following.string)
+                expect_name = False
+            elif following.string == ",":
+                expect_name = True
+            elif following.type in (tokenize.NEWLINE, tokenize.ENDMARKER) or following.string == ";":
+                break
+    return frozenset(names)
+
+
+def _from_clause_start(tokens: list[tokenize.TokenInfo], i: int) -> int | None:
+    """The index of the ``from`` whose clause the ``import`` at ``i`` ends, if it ends one (dots and names between)."""
+    j = i - 1
+    while j >= 0 and (tokens[j].type == tokenize.NAME and tokens[j].string != "from" or tokens[j].string in (".", "...")):
+        j -= 1
+    return j if j >= 0 and j < i - 1 and tokens[j].string == "from" else None
 
 
 @dataclass(frozen=True)

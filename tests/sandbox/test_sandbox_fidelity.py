@@ -78,3 +78,29 @@ def test_a_program_with_256_threads_alive_at_once_passes(executor):
     new thread" on a loaded machine)."""
     result = executor.run(THREADS, THREADS.ground_truth)
     assert result.passed, result.tests or result.crash
+
+
+FLOAT_TESTS = "import unittest\nclass TestCases(unittest.TestCase):\n    def test_one(self):\n        self.assertEqual(task_func(), 3.0)\n"
+FLOAT = Task("fidelity/numpy_value", "Three.", "def task_func():\n", "task_func", "    return 3.0\n", FLOAT_TESTS, source="test")
+#: A standard-library task's program that returns a numpy value, with an expression nested deep enough that the
+#: host cannot build its tree from a caller deep in its stack (a fresh process can).
+DEEP_NUMPY = "import numpy as np\ndef task_func():\n    x = " + "-" * 400 + "1\n    return np.float64(3.0)\n"
+
+
+def test_a_deeply_nested_program_gets_the_same_verdict_wherever_the_caller_is_in_its_stack():
+    """The run's worker group (whose judge must have numpy loaded to read the program's numpy value) is chosen
+    from the program's imports; read from a tree, they were lost where the host's stack was deep, and the same
+    program failed there and passed elsewhere."""
+    import sys
+
+    from convcodeworld_gym.sandbox import SandboxExecutor
+
+    pytest.importorskip("numpy")
+    with SandboxExecutor(workers=1, cache=False) as ex:  # no cached verdict answers the second run
+
+        def nested(n: int):
+            return ex.run(FLOAT, DEEP_NUMPY) if n == 0 else nested(n - 1)
+
+        shallow, deep = ex.run(FLOAT, DEEP_NUMPY), nested(sys.getrecursionlimit() - 100)
+    assert shallow.passed, shallow.tests
+    assert deep.passed and deep.details["worker_group"] == shallow.details["worker_group"], deep.tests

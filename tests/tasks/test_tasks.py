@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from convcodeworld_gym.errors import DatasetError, MalformedRecordError, UnknownTaskError
-from convcodeworld_gym.tasks import Task, load_tasks, test_method_names
+from convcodeworld_gym.tasks import Task, imported_modules, load_tasks, test_method_names
 
 
 def _record(task_id: str = "custom/0", **overrides) -> dict:
@@ -154,3 +154,25 @@ def test_task_is_immutable():
     task = Task("t", "p", "def f():\n", "f", "    return 1\n", "")
     with pytest.raises(AttributeError):
         task.task_id = "other"  # type: ignore[misc]
+
+
+def test_imports_read_from_tokens_agree_with_the_tree_on_every_real_task(bigcodebench, humaneval):
+    """The token reading (used where a program is nested too deep for a tree from where the host parses it) finds
+    what the tree finds, on every canonical solution and test suite of both datasets."""
+    from convcodeworld_gym.tasks.record import _imported_by_tokens
+
+    texts = [text for ts in (bigcodebench, humaneval) for t in ts for text in (t.ground_truth, t.test)]
+    differ = [text[:80] for text in texts if _imported_by_tokens(text) != imported_modules(text)]
+    assert len(texts) > 2500 and differ == []
+
+
+def test_imports_of_a_program_too_deep_for_a_tree_here_are_still_found():
+    import sys
+
+    deep = "import numpy as np\ndef f():\n    x = " + "-" * 5000 + "1\n    from pandas import DataFrame\n"
+    assert imported_modules(deep) == {"numpy", "pandas"}
+
+    def nested(n: int) -> frozenset[str]:  # the caller deep in its stack: 400 signs fail to parse there
+        return imported_modules(deep.replace("-" * 5000, "-" * 400)) if n == 0 else nested(n - 1)
+
+    assert nested(sys.getrecursionlimit() - 60) == {"numpy", "pandas"}
