@@ -45,7 +45,9 @@ class _NodeSandbox:
         self._executor = factory(limits)
         self._node = ray.get_runtime_context().get_node_id()
 
-    def run(self, task: Task, program: str) -> ExecutionResult:
+    def run(self, task: Task, program: str, derived_from: Task | None = None) -> ExecutionResult:
+        if derived_from is not None:  # this actor's profiles: told before its first run of the derived task
+            self._executor.derive(derived_from, task)
         result = self._executor.run(task, program)
         result.details["ray_node"] = self._node
         return result
@@ -117,6 +119,7 @@ class RayExecutor(Executor):
         for actor in self._actors:
             self._idle.put(actor)
         self._closed = False
+        self._derived: dict[Task, Task] = {}  # derived task -> the task whose profile it takes (see derive)
 
     def _new_actor(self) -> Any:
         return self._actor_class.options(scheduling_strategy="SPREAD").remote(self._factory, self.limits)
@@ -131,12 +134,17 @@ class RayExecutor(Executor):
             raise ExecutorError("the RayExecutor is closed; create a new one")
         actor = self._idle.get()
         try:
-            return self._ray.get(actor.run.remote(task, program))
+            return self._ray.get(actor.run.remote(task, program, self._derived.get(task)))
         except self._ray.exceptions.RayActorError as exc:
             actor = self._replace(actor)
             raise ExecutorError(f"the Ray actor running this execution was lost ({exc}); it was replaced") from exc
         finally:
             self._idle.put(actor)
+
+    def derive(self, task: Task, derived: Task) -> None:
+        """Each actor keeps its own profiles: the pair is sent with every run of ``derived``, and the actor that
+        runs it derives the profile there (see :meth:`.Executor.derive`), so no actor calibrates the probe."""
+        self._derived[derived] = task
 
     def _replace(self, actor: Any) -> Any:
         self._ray.kill(actor)

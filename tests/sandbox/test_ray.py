@@ -103,3 +103,25 @@ def test_bad_arguments_are_clear_errors() -> None:
         make_ray_executor("")
     with pytest.raises(ValueError, match="slots must be >= 1"):
         RayExecutor(slots=0)
+
+
+def test_a_probe_derived_through_ray_runs_on_its_tasks_profile_uncalibrated(humaneval, ray_instance) -> None:
+    """The offline expert derives each probe's profile from its task's (``Executor.derive``); through Ray the actor
+    that runs the probe is told, so it does not calibrate the probe (whose canonical solution fails by design)."""
+    import dataclasses
+    import functools
+
+    from convcodeworld_gym.sandbox import SandboxExecutor
+
+    task = humaneval["HumanEval/7"]
+    probe = dataclasses.replace(task, test=task.test.replace("def test_", "def test_probe(self):\n        self.fail('a probe')\n    def test_", 1))
+    stub = task.code_prompt + "    return None\n"
+    uncalibrated = functools.partial(SandboxExecutor, workers=1, shipped=False)
+    with RayExecutor(slots=1, node_executor=uncalibrated) as ex:
+        ex.derive(task, probe)
+        derived = ex.run(probe, stub)
+    with RayExecutor(slots=1, node_executor=uncalibrated) as ex:
+        calibrated = ex.run(probe, stub)
+    assert not calibrated.details["profile"]["canonical_passed"]  # what a probe calibrated on its own looks like
+    assert derived.details["profile"]["canonical_passed"] and derived.details["profile"]["mode"] == "split"
+    assert {t.name for t in derived.tests} == set(probe.test_names) and not derived.passed
