@@ -1,8 +1,8 @@
 """Runs BigCodeBench's own ``untrusted_check`` on jobs from stdin; prints timings and verdicts as JSON.
 
 Run by ``bench_sandbox.py`` with the interpreter of a venv holding ``bigcodebench==0.2.5``
-(kept apart from the project's venv). Input: ``{"jobs": [[code, test, entry_point], ...], "workers": n}``.
-Output: ``{"seconds": [...], "verdicts": [...], "parallel_s": float}``.
+(kept apart from the project's venv). Input: ``{"jobs": [[code, test, entry_point], ...], "workers": n, "passes": k}``.
+Output: what ``_timing.measure`` returns, as JSON.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def check(job: list[str]) -> tuple[float, bool]:
 
 def main() -> None:
     spec = json.load(sys.stdin)
-    json.dump(measure(check, spec["jobs"], spec["workers"]), sys.stdout)
+    json.dump(measure(check, spec["jobs"], spec["workers"], spec.get("passes", 1)), sys.stdout)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ the cheapest fork-per-run design: a parent that has imported numpy, pandas and m
 settled as a sandbox worker is) forks a child per job, which runs program and tests in one module in a
 private temp dir. Nothing confines the child, so only benign programs (canonical and broken ones) may
 be given. Input and output as ``_bcb_driver.py``: ``{"jobs": [[code, test, entry_point], ...],
-"workers": n}`` -> ``{"seconds": [...], "verdicts": [...], "parallel_s": float}``.
+"workers": n, "passes": k}`` -> what ``_timing.measure`` returns.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def main() -> None:
         importlib.import_module(name)
     warm_up()
     memory.settle()
-    json.dump(measure(check, spec["jobs"], spec["workers"]), sys.stdout)
+    json.dump(measure(check, spec["jobs"], spec["workers"], spec.get("passes", 1)), sys.stdout)
 
 
 if __name__ == "__main__":

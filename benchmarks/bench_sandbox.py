@@ -6,7 +6,8 @@ tests mock what the program uses), each with its canonical program and a broken 
 ours also with 0.2 s between runs; after warm-up; our result cache off), the mocked group also judged
 in-process (forgeable) next to the split judge with stand-ins, each group's per-stage split of our runs
 (``details["stages"]``), the first step of an unseen task against a later step of it (a fresh executor with
-shipped profiles), throughput with ``--workers`` parallel runs, and verdict agreement; and, as a
+shipped profiles), throughput with ``--workers`` parallel runs (each side's median of ``--passes`` passes) and the
+machine's CPU per run in it, and verdict agreement; and, as a
 yardstick, the unsafe floor of a fork-per-run design with no sandbox at all (``_floor_driver.py``). Our side
 runs with full confinement when the machine allows it (the level is printed).
 
@@ -25,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from _timing import busy_cpu_s
 from convcodeworld_gym.sandbox import ExecutionResult, SandboxExecutor
 from convcodeworld_gym.tasks import Task, load_tasks
 
@@ -110,6 +112,11 @@ def drive(python: str, driver: str, spec: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def cpu_ms(cpu_s: float, jobs: list) -> str:
+    """Machine CPU seconds over ``jobs`` runs, as ms per run."""
+    return f"{cpu_s / len(jobs) * 1000:.0f} ms"
+
+
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.1f} ms" if values else "n/a"
 
@@ -123,6 +130,7 @@ def main() -> int:
     parser.add_argument("--mocked", type=int, default=10)
     parser.add_argument("--unseen", type=int, default=5, help="unseen tasks of each of stdlib, pandas for first vs later step")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--passes", type=int, default=3, help="parallel passes of each side (ours, theirs, the floor); the median pass is compared")
     args = parser.parse_args()
     if not Path(args.bcb_python).exists():
         sys.exit(f"--bcb-python {args.bcb_python} does not exist: python3 -m venv .venv-bcb && "
@@ -148,9 +156,12 @@ def main() -> int:
             seconds, result = timed(ex, task, program)
             spaced_s.append(seconds)
             spaced_r.append(result)
-        started = time.perf_counter()
-        ex.run_many([(t, p) for t, p, _ in jobs], max_workers=args.workers)
-        ours_parallel = time.perf_counter() - started
+        passes = []  # (seconds, machine CPU seconds) of each parallel pass; a 4 s pass is at the mercy of the machine
+        for _ in range(args.passes):
+            cpu, started = busy_cpu_s(), time.perf_counter()
+            ex.run_many([(t, p) for t, p, _ in jobs], max_workers=args.workers)
+            passes.append((time.perf_counter() - started, busy_cpu_s() - cpu))
+        ours_parallel, ours_cpu = sorted(passes)[len(passes) // 2]
         groups_used = sorted({r.details.get("worker_group", "?") for r in ours_r})
         unseen = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40).values() for t in ts]
         unseen_reset = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40 + args.unseen).values()
@@ -169,7 +180,7 @@ def main() -> int:
     first_s, later_s, calibrated = first_vs_later(unseen, args.workers, [(t, p) for t, p, _ in jobs])
     first_r, later_r, calibrated_r = first_vs_later(unseen_reset, args.workers, [(t, p) for t, p, _ in jobs], reset=True)
 
-    spec = {"jobs": [[p, t.test, t.entry_point] for t, p, _ in jobs], "workers": args.workers}
+    spec = {"jobs": [[p, t.test, t.entry_point] for t, p, _ in jobs], "workers": args.workers, "passes": args.passes}
     theirs = drive(args.bcb_python, "_bcb_driver.py", spec)
     floor = drive(sys.executable, "_floor_driver.py", spec)
 
@@ -198,14 +209,19 @@ def main() -> int:
           f"(ratio {statistics.median(first_r) / statistics.median(later_r):.2f}; {len(first_r)} other tasks, "
           f"{calibrated_r} calibrated first)")
     ours_tp, their_tp = len(jobs) / ours_parallel, len(jobs) / theirs["parallel_s"]
-    print(f"throughput, {args.workers} parallel       {ours_tp:>21.1f} /s{their_tp:>27.1f} /s")
+    print(f"throughput, {args.workers} parallel       {ours_tp:>21.1f} /s{their_tp:>27.1f} /s   (medians of "
+          f"{', '.join(f'{len(jobs) / s:.1f}' for s, _ in passes)} and {', '.join(f'{len(jobs) / s:.1f}' for s in theirs['passes_s'])})")
     print(f"throughput ratio (ours / theirs): {ours_tp / their_tp:.1f}x")
+    print(f"machine CPU per run in that pass (all processes, kernel included){cpu_ms(ours_cpu, jobs):>9}"
+          f"{cpu_ms(theirs['parallel_cpu_s'], jobs):>16}")
     print("unsafe floor, no sandbox (a child forked per run from a warm process, program and tests in it):")
     for kind in ("stdlib", "pandas"):
         f = [s for s, k in zip(floor["seconds"], kinds) if k == kind]
         print(f"  median per execution, {kind:7}{ms(f):>24}")
     floor_tp = len(jobs) / floor["parallel_s"]
-    print(f"  throughput, {args.workers} parallel     {floor_tp:>21.1f} /s   (ours / floor: {ours_tp / floor_tp:.2f})")
+    print(f"  throughput, {args.workers} parallel     {floor_tp:>21.1f} /s   (ours / floor: {ours_tp / floor_tp:.2f}; passes "
+          f"{', '.join(f'{len(jobs) / s:.1f}' for s in floor['passes_s'])}; "
+          f"CPU per run {cpu_ms(floor['parallel_cpu_s'], jobs)})")
     agree = sum(a == b for a, b in zip(ours_v, theirs["verdicts"]))
     print(f"verdict agreement: {agree}/{len(jobs)} ({agree / len(jobs):.1%}); passes: ours {sum(ours_v)}, theirs {sum(theirs['verdicts'])}")
     for (task, program, _), a, b in zip(jobs, ours_v, theirs["verdicts"]):
