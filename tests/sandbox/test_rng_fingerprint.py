@@ -130,3 +130,20 @@ def test_a_cached_gaussian_the_tests_put_back_is_the_one_the_program_draws():
         result = ex.run(CACHED, CACHED.ground_truth)
     assert result.details["judge"] == "split"
     assert result.passed, "\n".join([result.crash or ""] + [t.traceback for t in result.tests])
+
+
+def test_a_warm_worker_has_numpy_random_loaded_before_it_forks_a_run():
+    """numpy 2 imports ``numpy.random`` on first use; the worker's warm-up loads it (through the fingerprints' check),
+    so that no run's processes import it again (each run of the numpy group did, in both of its processes)."""
+    import subprocess
+    import sys
+
+    from convcodeworld_gym.sandbox.launch import PACKAGE_DIR, worker_boot
+
+    code = worker_boot(PACKAGE_DIR, start=False) + (
+        "import numpy\nbefore = 'numpy.random' in sys.modules\n"
+        "from convcodeworld_gym.sandbox.worker import warm_up\nwarm_up()\n"
+        "from convcodeworld_gym.sandbox import rng_fingerprint\n"
+        "print(before, 'numpy.random' in sys.modules, rng_fingerprint.numpy_fingerprint() is not None)\n")
+    out = subprocess.run([sys.executable, "-s", "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "True"]
