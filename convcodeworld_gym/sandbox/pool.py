@@ -513,7 +513,8 @@ class SandboxExecutor(Executor):
         network = network_policy(task)
         job = Job(program=program, test=task.test, prelude=task.header, entry_point=task.entry_point, module=MODULE_NAME,
                   test_class=TEST_CLASS, mode=mode.value, limits=asdict(limits),
-                  preload=tuple(sorted(m for m in task.third_party_modules if m not in lacking.modules)), network=network,
+                  preload=tuple(sorted(m for m in task.third_party_imports if m.split(".")[0] not in lacking.modules)),
+                  network=network,
                   facts=_judge_facts(task.header, task.test) if mode is Mode.SPLIT else None)
         group, worker = self._take(task, program)
         try:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-__all__ = ["Task", "test_method_names", "imported_modules", "third_party", "parse_source", "parse_result", "quiet_compiling",
+__all__ = ["Task", "test_method_names", "imported_modules", "imported_module_paths", "third_party", "parse_source", "parse_result", "quiet_compiling",
            "TEST_CLASS"]
 
 #: Name of the unittest class every task's test source defines.
@@ -116,6 +116,27 @@ def imported_modules(source: str) -> frozenset[str]:
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
+    return frozenset(names)
+
+
+def imported_module_paths(source: str) -> frozenset[str]:
+    """The dotted names ``source`` may import as modules: ``import a.b`` gives ``a.b``; ``from a.b import c`` gives
+    ``a.b`` and, where ``c`` is lower case (it may be a submodule: ``from scipy import stats``), ``a.b.c``.
+    Relative imports are ignored. Where the source has no tree here, the top-level names (:func:`imported_modules`).
+
+    >>> sorted(imported_module_paths("import os.path\\nfrom scipy import stats\\nfrom sklearn.preprocessing import StandardScaler"))
+    ['os.path', 'scipy', 'scipy.stats', 'sklearn.preprocessing']
+    """
+    tree = parse_result(source)
+    if not isinstance(tree, ast.Module):
+        return imported_modules(source)
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name.islower())
     return frozenset(names)
 
 
@@ -223,6 +244,19 @@ class Task:
     def third_party_modules(self) -> frozenset[str]:
         """Non-standard-library modules named by ``libs`` or imported by the ground truth or the tests."""
         return third_party(set(self.libs) | self.modules)
+
+    @cached_property
+    def third_party_imports(self) -> frozenset[str]:
+        """:attr:`third_party_modules` with the submodules the ground truth or the tests import by name
+        (``scipy.stats`` for ``from scipy import stats``; :func:`imported_module_paths`): what a warm worker imports
+        for the task, since a package's submodules load only when imported (scipy.stats takes over a second).
+
+        >>> task = Task("d/0", "", "from scipy import stats\\ndef f():\\n", "f", "    pass\\n", "")
+        >>> sorted(task.third_party_imports)
+        ['scipy', 'scipy.stats']
+        """
+        paths = imported_module_paths(self.ground_truth) | imported_module_paths(self.test)
+        return self.third_party_modules | {p for p in paths if p.split(".")[0] in self.third_party_modules}
 
     @property
     def stdlib_only(self) -> bool:

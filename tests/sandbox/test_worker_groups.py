@@ -98,3 +98,25 @@ def test_a_program_that_imports_more_than_its_task_gets_a_judge_that_reads_its_v
         by_pandas = ex.run(plots, plots.ground_truth)  # pandas imports matplotlib on first use
     assert by_numpy.passed and by_numpy.details["worker_group"] == "numpy"
     assert by_pandas.passed and by_pandas.details["worker_group"] == "pandas+matplotlib"
+
+
+SUBMODULE_TEST = """import unittest
+from numpy import testing
+class TestCases(unittest.TestCase):
+    def test_loaded(self):
+        self.assertEqual(task_func(), [True, True])
+"""
+#: numpy 2 loads numpy.polynomial and numpy.testing only when they are imported; the program looks before it does.
+SUBMODULES = Task("groups/submodules", "Were the submodules loaded before the program imported them?",
+                  "import sys\nLOADED = [m in sys.modules for m in ('numpy.polynomial', 'numpy.testing')]\n"
+                  "import numpy as np\nfrom numpy import polynomial\ndef task_func():\n", "task_func", "    return LOADED\n",
+                  SUBMODULE_TEST)
+
+
+def test_the_submodules_a_task_imports_are_loaded_in_its_worker_before_the_run_forks():
+    """A package's submodules load only when imported (scipy.stats: over a second, in each process of each run, before
+    the worker imported them): the worker imports those the task's ground truth and tests name, before it forks."""
+    assert {"numpy", "numpy.polynomial", "numpy.testing"} <= SUBMODULES.third_party_imports
+    with SandboxExecutor(workers=1, cache=False) as ex:
+        first, later = ex.run(SUBMODULES, SUBMODULES.ground_truth), ex.run(SUBMODULES, SUBMODULES.ground_truth)
+    assert first.passed and later.passed, first.tests[0].traceback[-400:]

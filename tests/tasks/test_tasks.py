@@ -176,3 +176,11 @@ def test_imports_of_a_program_too_deep_for_a_tree_here_are_still_found():
         return imported_modules(deep.replace("-" * 5000, "-" * 400)) if n == 0 else nested(n - 1)
 
     assert nested(sys.getrecursionlimit() - 60) == {"numpy", "pandas"}
+
+
+def test_third_party_imports_add_submodules_of_the_tasks_own_libraries_only(bigcodebench):
+    """What a warm worker imports for a task: its third-party libraries and the submodules of those its texts name."""
+    for task in bigcodebench:
+        assert {m.split(".")[0] for m in task.third_party_imports} == set(task.third_party_modules), task.task_id
+    assert {"scipy.stats"} <= bigcodebench["BigCodeBench/36"].third_party_imports
+    assert sum(any("." in m for m in t.third_party_imports) for t in bigcodebench) > 300
