@@ -105,31 +105,23 @@ def imported_modules(source: str) -> frozenset[str]:
     >>> sorted(imported_modules("import os.path\\nfrom numpy import array\\ndef f():\\n    import pandas as pd"))
     ['numpy', 'os', 'pandas']
     """
-    tree = parse_result(source)
-    if tree == "syntax":
-        return frozenset()
-    if not isinstance(tree, ast.Module):  # too deep for a tree from here: another process may well build one
-        return _imported_by_tokens(source)
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return frozenset(names)
+    return frozenset(path.split(".")[0] for path in imported_module_paths(source))
 
 
 def imported_module_paths(source: str) -> frozenset[str]:
     """The dotted names ``source`` may import as modules: ``import a.b`` gives ``a.b``; ``from a.b import c`` gives
     ``a.b`` and, where ``c`` is lower case (it may be a submodule: ``from scipy import stats``), ``a.b.c``.
-    Relative imports are ignored. Where the source has no tree here, the top-level names (:func:`imported_modules`).
+    Relative imports are ignored; a source with a syntax error gives none. Where the source is nested too deep for
+    a tree from here (another process may well build one), the top-level names, read from its tokens.
 
     >>> sorted(imported_module_paths("import os.path\\nfrom scipy import stats\\nfrom sklearn.preprocessing import StandardScaler"))
     ['os.path', 'scipy', 'scipy.stats', 'sklearn.preprocessing']
     """
     tree = parse_result(source)
+    if tree == "syntax":
+        return frozenset()
     if not isinstance(tree, ast.Module):
-        return imported_modules(source)
+        return _imported_by_tokens(source)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -236,9 +228,15 @@ class Task:
         return hashlib.sha256(self.test.encode("utf-8", "surrogatepass")).hexdigest()
 
     @cached_property
+    def module_paths(self) -> frozenset[str]:
+        """The dotted names of the modules the ground truth or the tests may import (:func:`imported_module_paths`;
+        each text parsed once per task)."""
+        return imported_module_paths(self.ground_truth) | imported_module_paths(self.test)
+
+    @cached_property
     def modules(self) -> frozenset[str]:
-        """Top-level names of the modules the ground truth or the tests import (each parsed once per task)."""
-        return imported_modules(self.ground_truth) | imported_modules(self.test)
+        """Top-level names of the modules the ground truth or the tests import."""
+        return frozenset(path.split(".")[0] for path in self.module_paths)
 
     @cached_property
     def third_party_modules(self) -> frozenset[str]:
@@ -255,8 +253,7 @@ class Task:
         >>> sorted(task.third_party_imports)
         ['scipy', 'scipy.stats']
         """
-        paths = imported_module_paths(self.ground_truth) | imported_module_paths(self.test)
-        return self.third_party_modules | {p for p in paths if p.split(".")[0] in self.third_party_modules}
+        return self.third_party_modules | {p for p in self.module_paths if p.split(".")[0] in self.third_party_modules}
 
     @property
     def stdlib_only(self) -> bool:
