@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from _timing import busy_cpu_s
+from _timing import median_pass, timed_passes
 from convcodeworld_gym.sandbox import ExecutionResult, SandboxExecutor
 from convcodeworld_gym.tasks import Task, load_tasks
 
@@ -156,12 +156,9 @@ def main() -> int:
             seconds, result = timed(ex, task, program)
             spaced_s.append(seconds)
             spaced_r.append(result)
-        passes = []  # (seconds, machine CPU seconds) of each parallel pass; a 4 s pass is at the mercy of the machine
-        for _ in range(args.passes):
-            cpu, started = busy_cpu_s(), time.perf_counter()
-            ex.run_many([(t, p) for t, p, _ in jobs], max_workers=args.workers)
-            passes.append((time.perf_counter() - started, busy_cpu_s() - cpu))
-        ours_parallel, ours_cpu = sorted(passes)[len(passes) // 2]
+        # a 4 s pass is at the mercy of the machine: the median of several
+        passes = timed_passes(lambda: ex.run_many([(t, p) for t, p, _ in jobs], max_workers=args.workers), args.passes)
+        ours_parallel, ours_cpu = median_pass(passes)
         groups_used = sorted({r.details.get("worker_group", "?") for r in ours_r})
         unseen = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40).values() for t in ts]
         unseen_reset = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40 + args.unseen).values()

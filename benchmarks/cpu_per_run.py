@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
-from _timing import busy_cpu_s
+from _timing import timed_passes
 from bench_sandbox import pick_tasks
 from convcodeworld_gym.sandbox import SandboxExecutor
 
@@ -33,13 +32,9 @@ def passes(judge: str, workers: int, count: int) -> dict[str, tuple[float, float
         for group, tasks in picked.items():
             jobs = [(t, p) for t in tasks for p in (t.ground_truth, t.code_prompt + "    pass\n")]
             ex.run_many(jobs, max_workers=workers)
-            rates, cpus = [], []
-            for _ in range(count):
-                cpu, started = busy_cpu_s(), time.perf_counter()
-                ex.run_many(jobs, max_workers=workers)
-                rates.append(len(jobs) / (time.perf_counter() - started))
-                cpus.append((busy_cpu_s() - cpu) / len(jobs) * 1000)
-            out[group] = (statistics.median(rates), statistics.median(cpus))
+            timed = timed_passes(lambda: ex.run_many(jobs, max_workers=workers), count)  # noqa: B023 - called here
+            out[group] = (statistics.median(len(jobs) / s for s, _ in timed),
+                          statistics.median(cpu / len(jobs) * 1000 for _, cpu in timed))
     return out
 
 
