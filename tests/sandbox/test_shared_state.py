@@ -353,3 +353,26 @@ EXCEPTIONS = Task("shared/exceptions", "Report the error.", "import urllib.error
 
 def test_exceptions_cross_with_their_public_attributes_and_stand_ins_answer_explicit_getattribute(sandbox):
     split_pass(sandbox, EXCEPTIONS)
+
+
+STEER_TESTS = """import random
+import unittest
+class TestCases(unittest.TestCase):
+    def test_random_inputs(self):
+        random.seed(7)
+        for _ in range(20):
+            x = random.randint(0, 10 ** 6)
+            self.assertEqual(task_func(x), 2 * x)
+"""
+STEER = Task("shared/steer", "Double it.", "import random\ndef task_func(x):\n", "task_func", "    return 2 * x\n", STEER_TESTS)
+#: Knows the answer for the tests' first input only (they seed 7), and after each call reseeds the random state that
+#: travels back to the judge, so that every later input the tests draw is that first one again.
+STEERING = ("import random\nrandom.seed(7)\n_FIRST = random.randint(0, 10 ** 6)\n"
+            "def task_func(x):\n    random.seed(7)\n    return 2 * _FIRST\n")
+
+
+@pytest.mark.xfail(strict=True, reason="open hole: the program's random state reaches the judge (as in one module), so a "
+                   "program can steer the inputs the tests draw between its calls; strict: remove this mark once closed")
+def test_a_program_cannot_steer_the_random_inputs_the_tests_draw_between_its_calls(sandbox):
+    split_pass(sandbox, STEER)
+    assert_rejected(sandbox, STEERING, "AssertionError", task=STEER)
