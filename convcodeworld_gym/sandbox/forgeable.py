@@ -35,6 +35,8 @@ _MEMBERSHIP = ("whose tests ask a library object the program returned whether it
 _NATIVE = "whose values are library objects native code needs as themselves (geopandas geometries, cryptography keys)"
 _PRIVATE = "whose programs draw on a matplotlib object the tests made (reading its private attributes)"
 _FAKEFS = "whose tests fake the file system in the judge (pyfakefs), so the program's file descriptors are not there"
+_SEEDED = ("whose tests draw their data from the random stream the program reseeded in an earlier test (in one module "
+           "the program's seed reaches the tests; split, it never does, so that no program can steer what they draw)")
 
 #: BigCodeBench tasks whose canonical solution passes only in-process, with the reason. Measured on
 #: BigCodeBench (v0.1.0_hf) with the full runtime (`selfcheck --runtime`), 2026-12-01; each passes in-process.
@@ -50,6 +52,7 @@ SPLIT_UNJUDGEABLE: dict[str, str] = {
     **{f"BigCodeBench/{n}": _NATIVE for n in (187, 534)},
     "BigCodeBench/337": _PRIVATE,
     "BigCodeBench/719": _FAKEFS,
+    "BigCodeBench/93": _SEEDED,  # since 2026-12-02: the random states cross judge to program only
 }
 
 

@@ -8,7 +8,8 @@ message, the parts that changed since it last sent or applied them (:class:`Shar
 other side applies them. Every part is plain data, checked by type on arrival; nothing the program
 sends is run, imported or looked up by name in the judge:
 
-* :class:`RandomState`, :class:`NumpyRandomState`: the global ``random`` and ``numpy.random`` states, both ways;
+* :class:`RandomState`, :class:`NumpyRandomState`: the global ``random`` and ``numpy.random`` states, judge to
+  program only: the program draws from the stream the tests seeded, but cannot steer what they draw next;
 * :class:`SysPath`: ``sys.path``, both ways. The judge lists the program's entries (its tests read
   them) but never imports from them: :func:`pin_imports` makes its imports search only the entries
   it had itself;
@@ -21,6 +22,7 @@ sends is run, imported or looked up by name in the judge:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import struct
 import sys
@@ -31,7 +33,7 @@ from typing import Any
 from ..tasks.record import parse_source
 from .rng_fingerprint import numpy_fingerprint, random_fingerprint
 
-__all__ = ["SharedState", "RandomState", "NumpyRandomState", "SysPath", "RcParams", "DjangoSettings", "pin_imports", "PinnedPathFinder", "rc_keys"]
+__all__ = ["SharedState", "SetterWatch", "RandomState", "NumpyRandomState", "SysPath", "RcParams", "DjangoSettings", "pin_imports", "PinnedPathFinder", "rc_keys"]
 
 
 class _Part:
@@ -65,6 +67,11 @@ class _Part:
         """A cheap picture of the value now, equal only where the values are equal; None where there is none."""
         return None
 
+    def reset_since_sent(self) -> bool:
+        """Whether this side set the value outright since it last sent it (e.g. reseeded), even to the value it
+        sent then: the other side may have moved on from that value since. Asking clears it."""
+        return False
+
     def mark(self) -> None:
         self._seen = self.fingerprint()  # before the read: never newer than the value it stands for
         current = self.read()
@@ -73,15 +80,16 @@ class _Part:
     def out(self) -> Any:
         if self.side not in self.sends:
             return None
+        reset = self.reset_since_sent()
         seen = self.fingerprint()
-        if seen is not None and seen == self._seen:
+        if not reset and seen is not None and seen == self._seen:
             return None
         value = self.read()
         self._seen = seen
         if value is None:
             return None
         key = self.key(value)
-        if key == self._last:
+        if key == self._last and not reset:
             return None
         self._last = key
         return value
@@ -91,11 +99,82 @@ class _Part:
         self.mark()
 
 
-class RandomState(_Part):
+class SetterWatch:
+    """Counts this process's calls of the functions that set a module's global generator outright
+    (``random.seed``, ``random.setstate``): each is wrapped in the module, from when the watch is made
+    (or, for a module loaded later, from the first :meth:`called` after it is). A value that does not
+    travel back (:class:`RandomState`) needs it: a test that reseeds to the value it sent before has still
+    reset the stream the program has drawn from since.
+
+    >>> import random
+    >>> watch = SetterWatch("random", ("seed",))
+    >>> watch.called(), random.seed(1), watch.called(), watch.called()
+    (False, None, True, False)
+    >>> watch.restore()
+    """
+
+    def __init__(self, module: str, names: tuple[str, ...]) -> None:
+        self.module, self.names = module, names
+        self._calls = 0
+        self._originals: dict[str, Any] = {}
+        self._install()
+
+    def called(self) -> bool:
+        """Whether one of the functions was called since the last ask."""
+        self._install()
+        called, self._calls = self._calls > 0, 0
+        return called
+
+    def _install(self) -> None:
+        if self._originals or (module := sys.modules.get(self.module)) is None:
+            return
+        for name in self.names:
+            original = getattr(module, name, None)
+            if callable(original):
+                self._originals[name] = original
+                setattr(module, name, self._counting(original))
+
+    def restore(self) -> None:
+        """Put the original functions back."""
+        module = sys.modules.get(self.module)
+        for name, original in self._originals.items():
+            if module is not None:
+                setattr(module, name, original)
+        self._originals.clear()
+
+    def _counting(self, original: Any) -> Any:
+        @functools.wraps(original)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._calls += 1
+            return original(*args, **kwargs)
+
+        return counted
+
+
+class _GlobalGenerator(_Part):
+    """A module's global random generator: judge to program only. The tests' seeds and draws reach the
+    program, while what the program does to its own state (drawing, reseeding) never changes the inputs
+    the tests draw next. In one module it would, and a program that reseeds after each call could make
+    every later input one it knows. On the judge's side, a reseed is sent even when it gives the value
+    sent before (:class:`SetterWatch`: the program may have drawn from that value since)."""
+
+    sends = frozenset({"judge"})
+    setters: tuple[str, tuple[str, ...]] = ("", ())
+
+    def __init__(self, side: str) -> None:
+        super().__init__(side)
+        self.watch = SetterWatch(*self.setters) if side in self.sends else None
+
+    def reset_since_sent(self) -> bool:
+        return self.watch is not None and self.watch.called()
+
+
+class RandomState(_GlobalGenerator):
     """The global ``random`` state (tests that seed before calling), its 625 words packed as bytes: one value
-    to encode, not 625 (it changes with each call of a program that draws numbers)."""
+    to encode, not 625."""
 
     name = "random"
+    setters = ("random", ("seed", "setstate"))
 
     def read(self) -> tuple:
         import random
@@ -115,10 +194,11 @@ class RandomState(_Part):
         random.setstate((version, struct.unpack(f"<{len(packed) // 4}I", packed), gauss))
 
 
-class NumpyRandomState(_Part):
+class NumpyRandomState(_GlobalGenerator):
     """``numpy.random``'s global state, where numpy is loaded on both sides."""
 
     name = "numpy_random"
+    setters = ("numpy.random", ("seed", "set_state"))
 
     def read(self) -> tuple | None:
         np = sys.modules.get("numpy")

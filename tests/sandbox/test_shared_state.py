@@ -110,7 +110,7 @@ def test_shared_state_sends_only_what_changed_and_keeps_private_paths(monkeypatc
     sys_path_now = ["/work", "/a", "/b", "/x"]
     monkeypatch.setattr("sys.path", sys_path_now)
     first = program.out()
-    assert first["path"] == ["/a", "/b", "/x"] and set(first) == {"path", "random"}
+    assert first == {"path": ["/a", "/b", "/x"]}  # its random state never goes to the judge
     assert program.out() == {}  # unchanged since sent
     program.apply({"path": ["/a", "/b", "/c"]})
     import sys
@@ -371,8 +371,72 @@ STEERING = ("import random\nrandom.seed(7)\n_FIRST = random.randint(0, 10 ** 6)\
             "def task_func(x):\n    random.seed(7)\n    return 2 * _FIRST\n")
 
 
-@pytest.mark.xfail(strict=True, reason="open hole: the program's random state reaches the judge (as in one module), so a "
-                   "program can steer the inputs the tests draw between its calls; strict: remove this mark once closed")
 def test_a_program_cannot_steer_the_random_inputs_the_tests_draw_between_its_calls(sandbox):
     split_pass(sandbox, STEER)
     assert_rejected(sandbox, STEERING, "AssertionError", task=STEER)
+
+
+NP_STEER_TESTS = """import numpy as np
+import unittest
+class TestCases(unittest.TestCase):
+    def test_random_inputs(self):
+        np.random.seed(7)
+        for _ in range(20):
+            x = int(np.random.randint(0, 10 ** 6))
+            self.assertEqual(task_func(x), 2 * x)
+"""
+NP_STEER = Task("shared/np_steer", "Double it.", "import numpy as np\ndef task_func(x):\n", "task_func",
+                "    return 2 * x\n", NP_STEER_TESTS)
+NP_STEERING = ("import numpy as np\nnp.random.seed(7)\n_FIRST = int(np.random.randint(0, 10 ** 6))\n"
+               "def task_func(x):\n    np.random.seed(7)\n    return 2 * _FIRST\n")
+
+
+def test_a_program_cannot_steer_the_numpy_random_inputs_either(sandbox):
+    pytest.importorskip("numpy")
+    split_pass(sandbox, NP_STEER)
+    assert_rejected(sandbox, NP_STEERING, "AssertionError", task=NP_STEER)
+
+
+STREAM_TESTS = """import random
+import unittest
+class TestCases(unittest.TestCase):
+    def test_calls_continue_the_seeded_stream(self):
+        random.seed(3)
+        expected = [random.random() for _ in range(4)]
+        random.seed(3)
+        self.assertEqual([task_func(), task_func()], [expected[0:2], expected[2:4]])
+"""
+STREAM = Task("shared/stream", "Draw two.", "import random\ndef task_func():\n", "task_func",
+              "    return [random.random(), random.random()]\n", STREAM_TESTS)
+
+
+def test_the_programs_draws_continue_the_tests_seeded_stream_from_call_to_call(sandbox):
+    split_pass(sandbox, STREAM)
+    assert_rejected(sandbox, STREAM.ground_truth.replace("return [", "random.seed(3)\n    return ["), "AssertionError",
+                    task=STREAM)
+
+
+RESEED_TESTS = """import random
+import numpy as np
+import unittest
+class TestCases(unittest.TestCase):
+    def setUp(self):
+        random.seed(0)
+        np.random.seed(0)
+    def test_first(self):
+        self.assertEqual(task_func(), (0.8444218515250481, 0.5488135039273248))
+    def test_second_reseeds_to_the_same_value_after_the_program_drew(self):
+        self.assertEqual(task_func(), (0.8444218515250481, 0.5488135039273248))
+    def test_restored_state(self):
+        state = random.getstate()
+        task_func()
+        random.setstate(state)
+        self.assertEqual(task_func()[0], 0.8444218515250481)
+"""
+RESEED = Task("shared/reseed", "Draw one of each.", "import random\nimport numpy as np\ndef task_func():\n", "task_func",
+              "    return random.random(), float(np.random.random())\n", RESEED_TESTS)
+
+
+def test_a_reseed_to_the_value_sent_before_still_reaches_the_program_that_drew_since(sandbox):
+    pytest.importorskip("numpy")
+    split_pass(sandbox, RESEED)
