@@ -267,3 +267,43 @@ def test_the_word_skip_in_a_test_source_does_not_let_a_program_skip(inprocess_sa
                  MOCKED.test + "# read_csv(..., skiprows=1) would skip the header\n")
     result = assert_rejected(inprocess_sandbox, MODULE_LEVEL["class_marked_skipped_on_creation"], *REFUSED, task=wordy)
     assert result.details["judge"] == "inprocess"
+
+
+LEAK_TESTS = """import unittest
+class TestCases(unittest.TestCase):
+    def test_hidden(self):
+        self.assertEqual(task_func(3), 'HIDDEN-' + '%s')
+"""
+#: Walks its frames up to the worker's loop, where the previous job (its hidden tests) is still a local.
+LEAK_SPY = r'''
+import sys
+found = []
+f = sys._getframe()
+while f is not None:
+    for k, v in list(f.f_locals.items()):
+        text = getattr(v, "test", None)
+        if isinstance(text, str) and "HIDDEN-" in text:
+            found.append(text)
+    f = f.f_back
+def task_func(x):
+    return None
+raise RuntimeError("FOUND: " + " | ".join(found))
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="open hole: spares are forked from the worker, whose memory holds earlier jobs "
+                   "(hidden tests, a calibration's canonical solution); fix: fork spares from a zygote that never holds "
+                   "a job. Strict: remove this mark once closed")
+def test_a_program_cannot_read_the_previous_jobs_hidden_tests_from_inherited_memory():
+    import secrets
+
+    from convcodeworld_gym.sandbox import SandboxExecutor
+    from convcodeworld_gym.tasks import Task
+
+    token = secrets.token_hex(8)
+    task = Task("x/leak", "Leak.", "def task_func(x):\n", "task_func", f"    return 'HIDDEN-{token}'\n",
+                LEAK_TESTS % token)
+    with SandboxExecutor(workers=1, cache=False, preload=()) as ex:
+        assert ex.run(task, task.ground_truth).passed
+        result = ex.run(task, LEAK_SPY)
+    assert token not in (result.crash or "") + "".join(t.traceback for t in result.tests)
