@@ -21,7 +21,7 @@ import unittest
 
 from _timing import measure
 from convcodeworld_gym.sandbox.confinement import memory
-from convcodeworld_gym.sandbox.worker import warm_up
+from convcodeworld_gym.sandbox.warm import warm_up
 
 
 def _child(code: str, test: str) -> int:

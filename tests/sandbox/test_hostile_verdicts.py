@@ -274,36 +274,61 @@ class TestCases(unittest.TestCase):
     def test_hidden(self):
         self.assertEqual(task_func(3), 'HIDDEN-' + '%s')
 """
-#: Walks its frames up to the worker's loop, where the previous job (its hidden tests) is still a local.
-LEAK_SPY = r'''
+#: Walks its frames up to the loop of the process it was forked from, where a job might still be a local.
+FRAME_SPY = r"""
 import sys
 found = []
 f = sys._getframe()
 while f is not None:
     for k, v in list(f.f_locals.items()):
-        text = getattr(v, "test", None)
-        if isinstance(text, str) and "HIDDEN-" in text:
-            found.append(text)
+        for text in (v, getattr(v, "test", None), getattr(v, "program", None)):
+            if isinstance(text, (str, bytes)) and ("HIDDEN-" in text if isinstance(text, str) else b"HIDDEN-" in text):
+                found.append(repr(text)[:200])
     f = f.f_back
+scanned = 1 << 30
+"""
+#: Reads its own anonymous memory (heap, arenas, stack: freed memory too) for an earlier job's secret.
+MEMORY_SPY = r"""
+import ctypes, re
+found, scanned = [], 0
+pattern = re.compile(rb"HIDDEN-[0-9a-f]{16}")
+for line in open("/proc/self/maps").read().splitlines():
+    parts = line.split()
+    if not parts[1].startswith("r") or (len(parts) > 5 and parts[5] not in ("[heap]", "[stack]")):
+        continue  # file mappings can fault past their file's end; their bytes are no job's anyway
+    start, end = (int(x, 16) for x in parts[0].split("-"))
+    chunk = ctypes.string_at(start, end - start)
+    scanned += len(chunk)
+    found += [m.decode() for m in pattern.findall(chunk)]
+"""
+LEAK_REPORT = """
 def task_func(x):
     return None
-raise RuntimeError("FOUND: " + " | ".join(found))
-'''
+raise RuntimeError(f"SCANNED {scanned} FOUND " + " | ".join(found))
+"""
 
 
-@pytest.mark.xfail(strict=True, reason="open hole: spares are forked from the worker, whose memory holds earlier jobs "
-                   "(hidden tests, a calibration's canonical solution); fix: fork spares from a zygote that never holds "
-                   "a job. Strict: remove this mark once closed")
-def test_a_program_cannot_read_the_previous_jobs_hidden_tests_from_inherited_memory():
+@pytest.mark.parametrize("judge", ["split", "inprocess"])
+@pytest.mark.parametrize("spy", [FRAME_SPY, MEMORY_SPY], ids=["frames", "memory"])
+def test_a_program_cannot_read_an_earlier_jobs_hidden_tests_from_inherited_memory(spy, judge):
+    # Each secret is in one job only: the first task's hidden tests and canonical solution, run (as a calibration
+    # would) before the spy runs as a program of a second task in the same worker.
+    import re
     import secrets
 
     from convcodeworld_gym.sandbox import SandboxExecutor
-    from convcodeworld_gym.tasks import Task
 
-    token = secrets.token_hex(8)
-    task = Task("x/leak", "Leak.", "def task_func(x):\n", "task_func", f"    return 'HIDDEN-{token}'\n",
-                LEAK_TESTS % token)
-    with SandboxExecutor(workers=1, cache=False, preload=()) as ex:
-        assert ex.run(task, task.ground_truth).passed
-        result = ex.run(task, LEAK_SPY)
-    assert token not in (result.crash or "") + "".join(t.traceback for t in result.tests)
+    first, second = secrets.token_hex(8), secrets.token_hex(8)
+    earlier = Task("x/earlier", "Leak.", "def task_func(x):\n", "task_func", f"    return 'HIDDEN-{first}'\n",
+                   LEAK_TESTS % first)
+    spied = Task("x/spied", "Leak.", "def task_func(x):\n", "task_func", "    return None\n", LEAK_TESTS % second)
+    with SandboxExecutor(workers=1, cache=False, preload=(), judge=judge) as ex:
+        assert ex.run(earlier, earlier.ground_truth).passed
+        result = ex.run(spied, spy + LEAK_REPORT)
+    report = (result.crash or "") + "".join(t.traceback for t in result.tests)
+    scanned = re.search(r"SCANNED (\d+)", report)
+    assert scanned, report  # the spy ran to its end
+    assert int(scanned.group(1)) > 10_000_000, report  # it did read its memory (a scan that read nothing proves nothing)
+    assert first not in report, report
+    if judge == "split":  # the program's process was forked before its own job came: that job is not in it either
+        assert second not in report, report

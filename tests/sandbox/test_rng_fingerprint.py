@@ -142,7 +142,7 @@ def test_a_warm_worker_has_numpy_random_loaded_before_it_forks_a_run():
 
     code = worker_boot(PACKAGE_DIR, start=False) + (
         "import numpy\nbefore = 'numpy.random' in sys.modules\n"
-        "from convcodeworld_gym.sandbox.worker import warm_up\nwarm_up()\n"
+        "from convcodeworld_gym.sandbox.warm import warm_up\nwarm_up()\n"
         "from convcodeworld_gym.sandbox import rng_fingerprint\n"
         "print(before, 'numpy.random' in sys.modules, rng_fingerprint.numpy_fingerprint() is not None)\n")
     out = subprocess.run([sys.executable, "-s", "-c", code], capture_output=True, text=True, check=True).stdout.split()

@@ -23,7 +23,7 @@ import pytest
 
 from convcodeworld_gym.sandbox.confinement import landlock, seccomp
 from convcodeworld_gym.sandbox.runtime import network_policy
-from convcodeworld_gym.sandbox.worker import Hardening
+from convcodeworld_gym.sandbox.confinement.hardening import Hardening
 from convcodeworld_gym.tasks import Task
 
 LIBC = ctypes.CDLL(None, use_errno=True)

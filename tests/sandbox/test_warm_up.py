@@ -30,7 +30,7 @@ def test_the_warm_up_loads_what_libraries_import_on_first_use_and_changes_nothin
         "wanted = ('numpy.testing', 'pandas.plotting._matplotlib')\n"
         "loaded = [m in sys.modules for m in wanted]\n"
         "before = snapshot()\n"
-        "from convcodeworld_gym.sandbox.worker import warm_up\nwarm_up()\n"
+        "from convcodeworld_gym.sandbox.warm import warm_up\nwarm_up()\n"
         "import json\nprint(json.dumps([loaded, [m in sys.modules for m in wanted], before == snapshot()]))\n")
     out = subprocess.run([sys.executable, "-s", "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.strip().splitlines()[-1]) == [[False, False], [True, True], True]
