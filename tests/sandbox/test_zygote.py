@@ -1,0 +1,63 @@
+"""The zygote: runs fork from it, never from the worker that reads the jobs, and a worker whose zygote died is replaced.
+
+The leak it closes (an earlier job read from inherited memory) is proved in
+``test_hostile_verdicts.py::test_a_program_cannot_read_an_earlier_jobs_hidden_tests_from_inherited_memory``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from convcodeworld_gym.sandbox import SandboxExecutor
+
+from hostile_programs import SQUARE
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return [int(p) for p in fh.read().split()]
+
+
+def _command(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        return fh.read().replace(b"\0", b" ").decode(errors="replace")
+
+
+def _spare_appears(zygote: int, timeout_s: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if spares := _children(zygote):
+            return spares
+        time.sleep(0.05)
+    return []
+
+
+def test_the_worker_forks_only_its_zygote_and_every_run_is_the_zygotes_child():
+    with SandboxExecutor(workers=1, cache=False, preload=()) as ex:
+        assert ex.run(SQUARE, SQUARE.ground_truth).passed
+        worker = ex._workers[0].proc.pid  # noqa: SLF001
+        children = _children(worker)
+        assert len(children) == 1, children  # the zygote only: no spare, no run of the worker's own
+        zygote = children[0]
+        assert _command(zygote) == _command(worker)  # forked, not exec'd: the same warm interpreter
+        # ... and no run: it stays in the worker's PID namespace, as the worker's uid
+        assert os.readlink(f"/proc/{zygote}/ns/pid") == os.readlink(f"/proc/{worker}/ns/pid")
+        assert os.stat(f"/proc/{zygote}").st_uid == os.stat(f"/proc/{worker}").st_uid
+        spares = _spare_appears(zygote)
+        assert len(spares) == 1, spares  # the next run's spare, made ahead of its job, is the zygote's child
+        assert os.readlink(f"/proc/{spares[0]}/ns/pid") != os.readlink(f"/proc/{worker}/ns/pid")  # a run's pid 1
+
+
+def test_a_worker_whose_zygote_died_fails_one_run_with_the_reason_and_is_replaced():
+    with SandboxExecutor(workers=1, cache=False, preload=()) as ex:
+        assert ex.run(SQUARE, SQUARE.ground_truth).passed
+        worker = ex._workers[0].proc.pid  # noqa: SLF001
+        (zygote,) = _children(worker)
+        os.kill(zygote, signal.SIGKILL)
+        failed = ex.run(SQUARE, SQUARE.ground_truth)
+        assert not failed.passed and {"worker_error", "worker_died"} & set(failed.details), failed.details
+        again = ex.run(SQUARE, SQUARE.ground_truth)
+        assert again.passed, again.details
+        assert ex._workers[0].proc.pid != worker  # noqa: SLF001 - a fresh worker (and zygote) ran it
