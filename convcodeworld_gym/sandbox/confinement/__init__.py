@@ -2,13 +2,15 @@
 
 Each is a thin, checked wrapper over system calls (through ``ctypes``) that imports only the standard
 library: the worker boots with nothing else (:func:`~convcodeworld_gym.sandbox.launch.worker_boot`). The
-worker (:mod:`convcodeworld_gym.sandbox.worker`) composes them; nothing here runs or judges a program.
+worker (:mod:`convcodeworld_gym.sandbox.worker`) and each run's spare (:mod:`convcodeworld_gym.sandbox.spare`)
+compose them; nothing here runs or judges a program.
 
 Holds:
     confine    namespaces, mounts, uid drop, rlimits; ``Level``, ``Confinement`` (what was achieved),
                ``SandboxSettings`` (the sizes and rlimits asked for)
     seccomp    the classic-BPF system-call filters (x86_64, aarch64)
     landlock   the Landlock domain: what a run may read, write, connect to and signal
+    hardening  which of seccomp and Landlock this machine enforces, and a run's way of applying them
     memory     keeping a warm worker cheap to fork (gc freeze, huge pages)
     cgroup     the worker's memory cgroup: how many processes the OOM killer ended in it
     sweep      ending what a run left under its uid where no PID namespace per run does (level ``uid``)
@@ -17,4 +19,4 @@ Signalling our own children (:mod:`convcodeworld_gym.sandbox.reap`) stays beside
 unconfined :class:`~convcodeworld_gym.sandbox.local.LocalExecutor` uses it too, and it confines nothing.
 """
 
-__all__ = ["confine", "seccomp", "landlock", "memory", "cgroup", "sweep"]
+__all__ = ["confine", "seccomp", "landlock", "hardening", "memory", "cgroup", "sweep"]
