@@ -26,6 +26,7 @@ import os
 import select
 import socket
 import struct
+import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -66,7 +67,8 @@ class Zygote:
                     os.close(fd)
                 confine.set_parent_death_signal()
                 _serve(theirs, maker, preload)
-            except BaseException:  # noqa: BLE001 - never back into the worker's code
+            except BaseException:  # noqa: BLE001 - never back into the worker's code; say why on stderr
+                traceback.print_exc()
                 os._exit(1)
         theirs.close()
         zygote = cls(pid, ours)

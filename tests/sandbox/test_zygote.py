@@ -61,3 +61,28 @@ def test_a_worker_whose_zygote_died_fails_one_run_with_the_reason_and_is_replace
         again = ex.run(SQUARE, SQUARE.ground_truth)
         assert again.passed, again.details
         assert ex._workers[0].proc.pid != worker  # noqa: SLF001 - a fresh worker (and zygote) ran it
+
+
+#: Looks for any socket among its descriptors: the zygote's control socket, kept open, would let a program ask
+#: the zygote for spares or to reap runs (the judge's channel to the program is a pair of pipes, no socket).
+SOCKET_SPY = '''
+import os
+sockets = []
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        continue
+    if target.startswith("socket:"):
+        sockets.append(fd + " " + target)
+def task_func(x):
+    return x * x if not sockets else None
+if sockets:
+    raise RuntimeError("SOCKETS " + ", ".join(sockets))
+'''
+
+
+def test_a_program_inherits_no_socket_so_it_cannot_reach_the_zygote():
+    with SandboxExecutor(workers=1, cache=False, preload=()) as ex:
+        result = ex.run(SQUARE, SOCKET_SPY)
+    assert result.passed, (result.crash, [t.traceback for t in result.tests])
