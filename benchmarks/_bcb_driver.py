@@ -1,17 +1,15 @@
-"""Runs BigCodeBench's own ``untrusted_check`` on jobs from stdin; prints timings and verdicts as JSON.
+"""Runs BigCodeBench's own ``untrusted_check`` on jobs from stdin; answers each with its time and verdict (JSON lines).
 
 Run by ``bench_sandbox.py`` with the interpreter of a venv holding ``bigcodebench==0.2.5``
-(kept apart from the project's venv). Input: ``{"jobs": [[code, test, entry_point], ...], "workers": n, "passes": k}``.
-Output: what ``_timing.measure`` returns, as JSON.
+(kept apart from the project's venv). Answers the requests of ``_timing.serve``; a job is
+``[code, test, entry_point]``.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 
-from _timing import measure
+from _timing import serve
 from bigcodebench.eval import PASS, untrusted_check
 
 # bigcodebench's evaluate defaults: 30 GB address space and data, 10 MB stack.
@@ -25,8 +23,7 @@ def check(job: list[str]) -> tuple[float, bool]:
 
 
 def main() -> None:
-    spec = json.load(sys.stdin)
-    json.dump(measure(check, spec["jobs"], spec["workers"], spec.get("passes", 1)), sys.stdout)
+    serve(check)
 
 
 if __name__ == "__main__":

@@ -4,22 +4,19 @@ Run by ``bench_sandbox.py`` (with the project's interpreter) to show what the sa
 the cheapest fork-per-run design: a parent that has imported numpy, pandas and matplotlib (warmed and
 settled as a sandbox worker is) forks a child per job, which runs program and tests in one module in a
 private temp dir. Nothing confines the child, so only benign programs (canonical and broken ones) may
-be given. Input and output as ``_bcb_driver.py``: ``{"jobs": [[code, test, entry_point], ...],
-"workers": n, "passes": k}`` -> what ``_timing.measure`` returns.
+be given. Answers the requests of ``_timing.serve``, as ``_bcb_driver.py`` does.
 """
 
 from __future__ import annotations
 
 import importlib
 import io
-import json
 import os
-import sys
 import tempfile
 import time
 import unittest
 
-from _timing import measure
+from _timing import serve
 from convcodeworld_gym.sandbox.confinement import memory
 from convcodeworld_gym.sandbox.warm import warm_up
 
@@ -50,13 +47,12 @@ def check(job: list[str]) -> tuple[float, bool]:
 
 
 def main() -> None:
-    spec = json.load(sys.stdin)
     os.environ.update({"MPLBACKEND": "Agg", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
     for name in ("numpy", "pandas", "matplotlib.pyplot"):
         importlib.import_module(name)
     warm_up()
     memory.settle()
-    json.dump(measure(check, spec["jobs"], spec["workers"], spec.get("passes", 1)), sys.stdout)
+    serve(check)
 
 
 if __name__ == "__main__":

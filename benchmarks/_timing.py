@@ -1,19 +1,25 @@
-"""The measuring loop both drivers share (each runs in its own interpreter, so this file stands alone).
+"""The measuring pieces both drivers share (each runs in its own interpreter, so this file stands alone).
 
-``measure(check, jobs, workers, passes)``: one warm-up job, every job back to back, then all of them with
-``workers`` in parallel, ``passes`` times; returns ``{"seconds": [...], "verdicts": [...], "parallel_s": float,
-"parallel_cpu_s": float, "passes_s": [...]}`` (the median pass by time, and every pass's seconds), where ``check(job) -> (seconds, passed)``.
+``serve(check)``: a driver's loop. It answers one JSON request per stdin line with one JSON line on stdout, so
+the benchmark can interleave the two sides job by job and pass by pass (this machine's speed drifts by 10-25%
+over minutes; measured minutes apart, the two sides' ratio drifts with it):
+``{"check": job}`` -> ``{"seconds": s, "passed": bool}``; ``{"parallel": [job, ...], "workers": n}`` ->
+``{"seconds": s, "cpu_s": c}``, where ``check(job) -> (seconds, passed)``.
 ``busy_cpu_s()``: the machine's CPU seconds spent so far (all processes, kernel work included, from
-``/proc/stat``), taken around each pass (``timed_passes``): with every core busy, throughput is this CPU per run.
+``/proc/stat``), taken around each pass (``timed_pass``): with every core busy, throughput is this CPU per run.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+Check = Callable[[Any], tuple[float, bool]]
 
 
 def busy_cpu_s() -> float:
@@ -28,14 +34,16 @@ def busy_cpu_s() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+def timed_pass(run: Callable[[], object]) -> tuple[float, float]:
+    """Call ``run`` once: its (seconds, machine CPU seconds, :func:`busy_cpu_s`)."""
+    cpu, started = busy_cpu_s(), time.perf_counter()
+    run()
+    return time.perf_counter() - started, busy_cpu_s() - cpu
+
+
 def timed_passes(run: Callable[[], object], passes: int) -> list[tuple[float, float]]:
-    """Call ``run`` ``passes`` times; each pass's (seconds, machine CPU seconds, :func:`busy_cpu_s`)."""
-    timed = []
-    for _ in range(passes):
-        cpu, started = busy_cpu_s(), time.perf_counter()
-        run()
-        timed.append((time.perf_counter() - started, busy_cpu_s() - cpu))
-    return timed
+    """:func:`timed_pass` ``passes`` times, back to back."""
+    return [timed_pass(run) for _ in range(passes)]
 
 
 def median_pass(timed: list[tuple[float, float]]) -> tuple[float, float]:
@@ -43,15 +51,24 @@ def median_pass(timed: list[tuple[float, float]]) -> tuple[float, float]:
     return sorted(timed)[len(timed) // 2]
 
 
-def measure(check: Callable[[Any], tuple[float, bool]], jobs: list, workers: int, passes: int = 1) -> dict:
-    check(jobs[0])  # warm-up: first imports
-    sequential = [check(job) for job in jobs]
+def parallel(check: Check, jobs: list, workers: int) -> None:
+    """Every job through ``check``, ``workers`` at a time."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(check, jobs))
 
-    def parallel() -> None:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(check, jobs))
 
-    timed = timed_passes(parallel, passes)
-    parallel_s, parallel_cpu_s = median_pass(timed)
-    return {"seconds": [s for s, _ in sequential], "verdicts": [v for _, v in sequential], "parallel_s": parallel_s,
-            "parallel_cpu_s": parallel_cpu_s, "passes_s": [s for s, _ in timed]}
+def serve(check: Check) -> None:
+    """Answer the benchmark's requests (see the module's docstring) until stdin ends. Answers go out on the
+    stdout the driver started with; anything else that writes to fd 1 later writes to stderr instead."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "check" in request:
+            seconds, passed = check(request["check"])
+            answer = {"seconds": seconds, "passed": passed}
+        else:
+            seconds, cpu_s = timed_pass(lambda: parallel(check, request["parallel"], request["workers"]))  # noqa: B023
+            answer = {"seconds": seconds, "cpu_s": cpu_s}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()

@@ -11,6 +11,10 @@ machine's CPU per run in it, and verdict agreement; and, as a
 yardstick, the unsafe floor of a fork-per-run design with no sandbox at all (``_floor_driver.py``). Our side
 runs with full confinement when the machine allows it (the level is printed).
 
+The sides are interleaved, because this machine's speed drifts by 10-25% over minutes: each group's programs run
+back to back on our side, then on theirs, then on the floor's, group after group; the throughput passes go ours,
+theirs, floor, ``--passes`` times. The throughput ratio printed is the median of the rounds' ratios.
+
 Usage (see README, section Sandbox):
     python benchmarks/bench_sandbox.py --bcb-python .venv-bcb/bin/python [--stdlib 20 --pandas 10 --mocked 10 --workers 2]
 """
@@ -23,10 +27,11 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from _timing import median_pass, timed_passes
+from _timing import median_pass, timed_pass
 from convcodeworld_gym.sandbox import ExecutionResult, SandboxExecutor
 from convcodeworld_gym.tasks import Task, load_tasks
 
@@ -102,14 +107,53 @@ def first_vs_later(unseen: list[Task], workers: int, warm: list[tuple[Task, str]
     return first, later, calibrated
 
 
-def drive(python: str, driver: str, spec: dict) -> dict:
-    """Run ``driver`` (a script beside this one) with ``python`` on ``spec``; its JSON answer."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")} | {"MPLBACKEND": "Agg"}
-    proc = subprocess.run([python, str(HERE / driver)], input=json.dumps(spec), capture_output=True, text=True, env=env,
-                          cwd=str(HERE))
-    if proc.returncode != 0:
-        sys.exit(f"{driver} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+Job = tuple[Task, str]
+
+
+class Driver:
+    """A side measured in its own interpreter: ``driver`` (a script beside this one, answering as
+    ``_timing.serve`` does) run by ``python``, asked one job or one parallel pass at a time."""
+
+    def __init__(self, python: str, driver: str) -> None:
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")} | {"MPLBACKEND": "Agg"}
+        self.name = driver
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen([python, str(HERE / driver)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._stderr, env=env, cwd=str(HERE), text=True)
+
+    def _ask(self, request: dict) -> dict:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        try:
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            self._stderr.seek(0)
+            sys.exit(f"{self.name} failed:\n{self._stderr.read().decode(errors='replace')[-3000:]}")
+        return json.loads(line)
+
+    def check(self, job: Job) -> tuple[float, bool]:
+        """Seconds and verdict of one run of ``job``."""
+        answer = self._ask({"check": _wire(job)})
+        return answer["seconds"], answer["passed"]
+
+    def parallel(self, jobs: list[Job], workers: int) -> tuple[float, float]:
+        """Seconds and machine CPU seconds of one pass over ``jobs``, ``workers`` at a time."""
+        answer = self._ask({"parallel": [_wire(job) for job in jobs], "workers": workers})
+        return answer["seconds"], answer["cpu_s"]
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait()
+        self._stderr.close()
+
+
+def _wire(job: Job) -> list[str]:
+    task, program = job
+    return [program, task.test, task.entry_point]
 
 
 def cpu_ms(cpu_s: float, jobs: list) -> str:
@@ -136,59 +180,74 @@ def main() -> int:
         sys.exit(f"--bcb-python {args.bcb_python} does not exist: python3 -m venv .venv-bcb && "
                  ".venv-bcb/bin/pip install --no-deps bigcodebench==0.2.5 && .venv-bcb/bin/pip install numpy pandas matplotlib")
 
-    with SandboxExecutor(workers=args.workers, cache=False) as ex:
-        picked = pick_tasks({"stdlib": args.stdlib, "pandas": args.pandas, "mocked": args.mocked}, ex)
-        jobs = [(t, p, kind) for kind, ts in picked.items() for t in ts for p in (t.ground_truth, t.code_prompt + "    pass\n")]
-        print(f"confinement: {ex.confinement['level']} ({', '.join(ex.confinement['features'])})")
-        print(f"tasks: {', '.join(f'{len(ts)} {kind}' for kind, ts in picked.items())}; {len(jobs)} programs (canonical + broken)")
-        ex.run_many([(t, p) for t, p, _ in jobs], max_workers=args.workers)  # warm-up: every worker group, every slot
-        ours_s, ours_v, ours_r = [], [], []
-        for task, program, _ in jobs:
-            seconds, result = timed(ex, task, program)
-            ours_s.append(seconds)
-            ours_v.append(result.passed)
-            ours_r.append(result)
-        # Spaced runs (as in RL, where the model writes between runs): the worker prepares its next
-        # confined child in the gap, off the critical path.
-        spaced_s, spaced_r = [], []
-        for task, program, _ in jobs:
-            time.sleep(0.2)
-            seconds, result = timed(ex, task, program)
-            spaced_s.append(seconds)
-            spaced_r.append(result)
-        # a 4 s pass is at the mercy of the machine: the median of several
-        passes = timed_passes(lambda: ex.run_many([(t, p) for t, p, _ in jobs], max_workers=args.workers), args.passes)
-        ours_parallel, ours_cpu = median_pass(passes)
-        groups_used = sorted({r.details.get("worker_group", "?") for r in ours_r})
-        unseen = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40).values() for t in ts]
-        unseen_reset = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40 + args.unseen).values()
-                        for t in ts]
-        with SandboxExecutor(workers=1) as cached:
-            task, program, _ = jobs[0]
-            cached.run(task, program)
-            started = time.perf_counter()
-            for _ in range(100):
+    theirs, floor = Driver(args.bcb_python, "_bcb_driver.py"), Driver(sys.executable, "_floor_driver.py")
+    try:
+        with SandboxExecutor(workers=args.workers, cache=False) as ex:
+            picked = pick_tasks({"stdlib": args.stdlib, "pandas": args.pandas, "mocked": args.mocked}, ex)
+            jobs = [(t, p, kind) for kind, ts in picked.items() for t in ts for p in (t.ground_truth, t.code_prompt + "    pass\n")]
+            pairs = [(t, p) for t, p, _ in jobs]
+            print(f"confinement: {ex.confinement['level']} ({', '.join(ex.confinement['features'])})")
+            print(f"tasks: {', '.join(f'{len(ts)} {kind}' for kind, ts in picked.items())}; {len(jobs)} programs (canonical + broken)")
+            ex.run_many(pairs, max_workers=args.workers)  # warm-up: every worker group, every slot
+            theirs.check(pairs[0])  # warm-up: first imports
+            floor.check(pairs[0])
+            # Back to back, a group at a time on each side in turn (the sides interleaved, see the docstring).
+            ours_s: list[float] = [0.0] * len(jobs)
+            ours_r: list[ExecutionResult] = [None] * len(jobs)  # type: ignore[list-item]
+            their_s, their_v, floor_s = [0.0] * len(jobs), [False] * len(jobs), [0.0] * len(jobs)
+            for kind in picked:
+                group = [i for i, job in enumerate(jobs) if job[2] == kind]
+                for i in group:
+                    ours_s[i], ours_r[i] = timed(ex, *pairs[i])
+                for i in group:
+                    their_s[i], their_v[i] = theirs.check(pairs[i])
+                for i in group:
+                    floor_s[i] = floor.check(pairs[i])[0]
+            ours_v = [r.passed for r in ours_r]
+            # Spaced runs (as in RL, where the model writes between runs): the worker prepares its next
+            # confined child in the gap, off the critical path.
+            spaced_s, spaced_r = [], []
+            for task, program in pairs:
+                time.sleep(0.2)
+                seconds, result = timed(ex, task, program)
+                spaced_s.append(seconds)
+                spaced_r.append(result)
+            # Throughput: a 4 s pass is at the mercy of the machine, so several rounds, each side in turn.
+            passes: dict[str, list[tuple[float, float]]] = {"ours": [], "theirs": [], "floor": []}
+            for _ in range(args.passes):
+                passes["ours"].append(timed_pass(lambda: ex.run_many(pairs, max_workers=args.workers)))
+                passes["theirs"].append(theirs.parallel(pairs, args.workers))
+                passes["floor"].append(floor.parallel(pairs, args.workers))
+            groups_used = sorted({r.details.get("worker_group", "?") for r in ours_r})
+            unseen = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40).values() for t in ts]
+            unseen_reset = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex,
+                                                   skip=40 + args.unseen).values() for t in ts]
+            with SandboxExecutor(workers=1) as cached:
+                task, program = pairs[0]
                 cached.run(task, program)
-            hit_s = (time.perf_counter() - started) / 100
+                started = time.perf_counter()
+                for _ in range(100):
+                    cached.run(task, program)
+                hit_s = (time.perf_counter() - started) / 100
+    finally:
+        theirs.close()
+        floor.close()
     mocked_jobs = [(t, p) for t, p, k in jobs if k == "mocked"]
     with SandboxExecutor(workers=args.workers, cache=False, judge="inprocess") as forgeable:
         forgeable.run_many(mocked_jobs, max_workers=args.workers)  # warm-up
         inprocess_s = [timed(forgeable, t, p)[0] for t, p in mocked_jobs]
-    first_s, later_s, calibrated = first_vs_later(unseen, args.workers, [(t, p) for t, p, _ in jobs])
-    first_r, later_r, calibrated_r = first_vs_later(unseen_reset, args.workers, [(t, p) for t, p, _ in jobs], reset=True)
-
-    spec = {"jobs": [[p, t.test, t.entry_point] for t, p, _ in jobs], "workers": args.workers, "passes": args.passes}
-    theirs = drive(args.bcb_python, "_bcb_driver.py", spec)
-    floor = drive(sys.executable, "_floor_driver.py", spec)
+    first_s, later_s, calibrated = first_vs_later(unseen, args.workers, pairs)
+    first_r, later_r, calibrated_r = first_vs_later(unseen_reset, args.workers, pairs, reset=True)
 
     kinds = [k for _, _, k in jobs]
+    n = len(jobs)
     print(f"\n{'':28}{'ours (SandboxExecutor)':>26}{'bigcodebench untrusted_check':>32}{'ratio':>8}")
     for kind in picked:
         o = [s for s, k in zip(ours_s, kinds) if k == kind]
-        b = [s for s, k in zip(theirs["seconds"], kinds) if k == kind]
+        b = [s for s, k in zip(their_s, kinds) if k == kind]
         ratio = f"{statistics.median(b) / statistics.median(o):.1f}x" if o and b else ""
         print(f"median per execution, {kind:7}{ms(o):>26}{ms(b):>32}{ratio:>8}")
-    print(f"median per execution, all    {ms(ours_s):>26}{ms(theirs['seconds']):>32}")
+    print(f"median per execution, all    {ms(ours_s):>26}{ms(their_s):>32}")
     print(f"mocked, judged in-process (forgeable){ms(inprocess_s):>17}")
     for kind in picked:
         o = [s for s, k in zip(spaced_s, kinds) if k == kind]
@@ -205,23 +264,29 @@ def main() -> int:
     print(f"after the env's reset (Executor.prepare): first step {ms(first_r)}, a later step: {ms(later_r)} "
           f"(ratio {statistics.median(first_r) / statistics.median(later_r):.2f}; {len(first_r)} other tasks, "
           f"{calibrated_r} calibrated first)")
-    ours_tp, their_tp = len(jobs) / ours_parallel, len(jobs) / theirs["parallel_s"]
+    (ours_parallel, ours_cpu), (their_parallel, their_cpu), (floor_parallel, floor_cpu) = (
+        median_pass(passes[side]) for side in ("ours", "theirs", "floor"))
+    rounds = [t / o for (o, _), (t, _) in zip(passes["ours"], passes["theirs"])]
+    ours_tp, their_tp, floor_tp = n / ours_parallel, n / their_parallel, n / floor_parallel
+
+    def rates(side: str) -> str:
+        return ", ".join(f"{n / s:.1f}" for s, _ in passes[side])
+
     print(f"throughput, {args.workers} parallel       {ours_tp:>21.1f} /s{their_tp:>27.1f} /s   (medians of "
-          f"{', '.join(f'{len(jobs) / s:.1f}' for s, _ in passes)} and {', '.join(f'{len(jobs) / s:.1f}' for s in theirs['passes_s'])})")
-    print(f"throughput ratio (ours / theirs): {ours_tp / their_tp:.1f}x")
+          f"{rates('ours')} and {rates('theirs')})")
+    print(f"throughput ratio (ours / theirs), median of the {len(rounds)} rounds: {statistics.median(rounds):.1f}x "
+          f"(rounds: {', '.join(f'{r:.1f}x' for r in rounds)}; ratio of the median passes {ours_tp / their_tp:.1f}x)")
     print(f"machine CPU per run in that pass (all processes, kernel included){cpu_ms(ours_cpu, jobs):>9}"
-          f"{cpu_ms(theirs['parallel_cpu_s'], jobs):>16}")
+          f"{cpu_ms(their_cpu, jobs):>16}")
     print("unsafe floor, no sandbox (a child forked per run from a warm process, program and tests in it):")
     for kind in ("stdlib", "pandas"):
-        f = [s for s, k in zip(floor["seconds"], kinds) if k == kind]
+        f = [s for s, k in zip(floor_s, kinds) if k == kind]
         print(f"  median per execution, {kind:7}{ms(f):>24}")
-    floor_tp = len(jobs) / floor["parallel_s"]
-    print(f"  throughput, {args.workers} parallel     {floor_tp:>21.1f} /s   (ours / floor: {ours_tp / floor_tp:.2f}; passes "
-          f"{', '.join(f'{len(jobs) / s:.1f}' for s in floor['passes_s'])}; "
-          f"CPU per run {cpu_ms(floor['parallel_cpu_s'], jobs)})")
-    agree = sum(a == b for a, b in zip(ours_v, theirs["verdicts"]))
-    print(f"verdict agreement: {agree}/{len(jobs)} ({agree / len(jobs):.1%}); passes: ours {sum(ours_v)}, theirs {sum(theirs['verdicts'])}")
-    for (task, program, _), a, b in zip(jobs, ours_v, theirs["verdicts"]):
+    print(f"  throughput, {args.workers} parallel     {floor_tp:>21.1f} /s   (ours / floor: {ours_tp / floor_tp:.2f}; "
+          f"floor / theirs: {floor_tp / their_tp:.1f}x; passes {rates('floor')}; CPU per run {cpu_ms(floor_cpu, jobs)})")
+    agree = sum(a == b for a, b in zip(ours_v, their_v))
+    print(f"verdict agreement: {agree}/{n} ({agree / n:.1%}); passes: ours {sum(ours_v)}, theirs {sum(their_v)}")
+    for (task, program, _), a, b in zip(jobs, ours_v, their_v):
         if a != b:
             print(f"  disagree: {task.task_id} {'canonical' if program == task.ground_truth else 'broken'}: ours {a}, theirs {b}")
     print(f"result-cache hit: {hit_s * 1e6:.0f} us per run")

@@ -1,0 +1,53 @@
+"""The side-by-side benchmark's driver protocol (``benchmarks/_timing.serve``), through the real unsafe-floor driver
+in its own interpreter: one job at a time and one parallel pass, verdicts and times as the bench reads them.
+
+Only the protocol is checked here; no speed is asserted (speed targets live in ``benchmarks/``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from convcodeworld_gym.tasks import Task
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+TEST = """import unittest
+class TestCases(unittest.TestCase):
+    def test_one(self):
+        self.assertEqual(task_func(2), 4)
+    def test_two(self):
+        self.assertEqual(task_func(-3), 9)
+"""
+
+
+@pytest.fixture()
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import bench_sandbox
+
+    return bench_sandbox
+
+
+def _task() -> Task:
+    return Task(task_id="Bench/0", prompt="square it", code_prompt="def task_func(x):\n", entry_point="task_func",
+                canonical_solution="    return x * x\n", test=TEST)
+
+
+def test_the_floor_driver_answers_checks_and_parallel_passes_with_true_verdicts(bench):
+    task = _task()
+    right, wrong = (task, task.ground_truth), (task, task.code_prompt + "    return x + x\n")
+    printing = (task, "print('{\"seconds\": 0, \"passed\": true}')\n" + task.ground_truth.replace("return", "print(x)\n    return"))
+    driver = bench.Driver(sys.executable, "_floor_driver.py")
+    try:
+        seconds, passed = driver.check(right)
+        assert passed is True and 0 < seconds < 60
+        assert driver.check(wrong)[1] is False  # 2 + 2 == 4 passes test_one, test_two fails: not all pass
+        assert driver.check(printing)[1] is True  # a program's prints do not reach the answers
+        seconds, cpu_s = driver.parallel([right, wrong, right, wrong], 2)
+        assert 0 < seconds < 60 and cpu_s >= 0
+        assert driver.check(wrong)[1] is False  # still in step after the pass
+    finally:
+        driver.close()
