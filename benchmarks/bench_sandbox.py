@@ -76,11 +76,13 @@ def timed(executor: SandboxExecutor, task: Task, program: str) -> tuple[float, E
 
 def stage_split(results: list[ExecutionResult]) -> str:
     """Median of each stage over ``results`` (ms), in the order a run goes through them."""
-    order = ("fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "tests_s", "round_trip_s", "round_trips",
-             "previous_teardown_s")
+    order = ("fork_s", "confine_s", "program_fork_s", "import_s", "handoff_s", "job_s", "connect_s", "program_start_s",
+             "load_s", "tests_s", "round_trip_s", "round_trips", "previous_teardown_s")
     names = {"fork_s": "fork", "confine_s": "confine", "program_fork_s": "program process", "import_s": "import",
-             "handoff_s": "hand-off", "tests_s": "tests", "round_trip_s": "judge's round trips to the program",
-             "round_trips": "their count", "previous_teardown_s": "teardown"}
+             "handoff_s": "hand-off", "job_s": "of it job read", "connect_s": "program started + its names fetched",
+             "program_start_s": "of that the program's module run", "load_s": "tests loaded", "tests_s": "tests",
+             "round_trip_s": "judge's round trips to the program", "round_trips": "their count",
+             "previous_teardown_s": "teardown"}
     stages = [r.details.get("stages", {}) for r in results]
     scale = {"round_trips": 1}  # a count, not seconds
     return ", ".join(f"{names[k]} {statistics.median(s[k] for s in stages if k in s) * scale.get(k, 1000):.1f}"

@@ -30,6 +30,7 @@ import linecache
 import os
 import re
 import sys
+import time
 import traceback
 import types
 import unittest
@@ -49,6 +50,8 @@ __unittest = True
 
 #: The text of a test that finished without reporting any outcome (it is not passed).
 NO_OUTCOME = "ControlFlowRefused: the test finished without reporting an outcome (no pass, failure, error or skip); it is not passed."
+
+_clock = time.monotonic  # bound once: a test that patches time.monotonic does not reach the stages
 
 
 def emit(fd: int, event: Event, token: str) -> None:
@@ -335,7 +338,8 @@ def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: d
     """Exec ``source`` as module ``module_name`` (with ``inject`` preset in it), run ``test_class``, stream events.
 
     ``code`` is ``source`` already compiled (as ``<module_name>.py``), where the caller had the time;
-    ``stats`` gives the numbers the ``done`` event carries (the split judge's round trips).
+    ``stats`` gives the numbers the ``done`` event carries (the split judge's round trips, the caller's
+    times), to which this adds ``loaded_at``: the ``time.monotonic()`` at which the tests were loaded.
 
     ``tests`` is the test source's own text when ``source`` also holds the program (in-process), so that
     only the tests' text can allow skips; None when all of ``source`` is trusted (the split judge's module).
@@ -355,12 +359,13 @@ def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: d
         suite = unittest.TestLoader().loadTestsFromTestCase(test_case)
         guard = TestGuard(list(suite), test_case, source if tests is None else tests)
         unittest.case._Outcome = _GuardedOutcome  # noqa: SLF001 - this process runs one suite, then exits
+        loaded_at = _clock()
         suite.run(_StreamingResult(fd, token, guard))
     except BaseException as exc:  # noqa: BLE001 - anything outside the tests is a crash, SystemExit included
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # drop this frame
         emit(fd, Crash("".join(traceback.format_exception(type(exc), exc, tb))), token)
         return
-    emit(fd, Done(json.dumps(stats()) if stats is not None else ""), token)
+    emit(fd, Done(json.dumps({**(stats() if stats is not None else {}), "loaded_at": loaded_at})), token)
 
 
 def main() -> None:

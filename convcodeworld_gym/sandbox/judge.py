@@ -39,6 +39,8 @@ from .mocks import PatchApplier, PatchTracker, same_state
 from .shared import SharedState, rc_keys
 from .standin import Channel, Peer, ProgramGone, RemoteError, StandIn, _clip, class_policy, exception_policy
 
+_clock = time.monotonic  # bound once: a test that patches time.monotonic does not reach the stages
+
 __all__ = ["serve_program", "connect_program", "Connection", "JudgeFacts", "judge_facts", "judge_source", "Channel", "ProgramGone",
            "RemoteError"]
 
@@ -327,13 +329,16 @@ def judge_facts(source: str) -> JudgeFacts:
 class Connection(NamedTuple):
     """What :func:`connect_program` made: ``crash`` (the program's module failed: its traceback), else the
     program's names the tests read (``provided``), the judge module's code, compiled while the program
-    started (None where it does not compile: :func:`._runner.run_suite` then reports why), and the judge's
-    round trips to the program so far (``stats``, :meth:`.standin.Peer.stats`)."""
+    started (None where it does not compile: :func:`._runner.run_suite` then reports why), the judge's
+    round trips to the program so far (``stats``, :meth:`.standin.Peer.stats`), and ``times``: the
+    ``time.monotonic()`` at which the program was sent to its process (``sent_at``) and its first answer came
+    (``ready_at``), for the run's stages (timings only)."""
 
     crash: str | None
     provided: dict[str, Any]
     code: types.CodeType | None = None
     stats: Callable[[], dict[str, float]] | None = None
+    times: dict[str, float] | None = None
 
 
 def connect_program(channel: Channel, pid: int | None, program: str, module_name: str, entry_point: str,
@@ -347,9 +352,11 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     """
     facts = facts or judge_facts(judge_module_source)
     channel.send(dumps(["init", program, module_name, entry_point, facts.imports, list(facts.rc)]))
+    sent_at = _clock()
     code = _compiled(judge_module_source, f"{module_name}.py")  # while the program's process runs the program
     try:
         first = loads(channel.recv())
+        times = {"sent_at": sent_at, "ready_at": _clock()}
     except (ProgramGone, OSError, CodecError) as exc:
         return Connection(f"The program process ended before it was ready ({exc}{_exit_text(pid)()}).", {})
     if not isinstance(first, list) or not first or first[0] not in ("crash", "missing", "ready"):
@@ -357,7 +364,7 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     if first[0] == "crash":
         return Connection(str(first[1]) if len(first) > 1 else "The program crashed.", {})
     if first[0] == "missing":  # the tests run without it and fail with NameError, as in one module
-        return Connection(None, {}, code)
+        return Connection(None, {}, code, times=times)
     names = first[1] if len(first) > 1 and isinstance(first[1], dict) else {}
     read, roots = facts.read, facts.roots
     exceptions = exception_policy(True, roots | {"builtins"})
@@ -401,7 +408,7 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
             continue
         wanted.append(name)
     provided.update(_fetch(peer, wanted))
-    return Connection(None, provided, code, peer.stats)
+    return Connection(None, provided, code, peer.stats, times)
 
 
 def _fetch(peer: Peer, names: list[str]) -> dict[str, Any]:

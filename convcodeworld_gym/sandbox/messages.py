@@ -276,8 +276,9 @@ class Crash(Event):
 
 @dataclass(frozen=True)
 class Done(Event):
-    """The suite ran to its end. ``stats``: the split judge's round trips to the program, as JSON
-    (``{"round_trips": n, "round_trip_s": seconds}``; ``""`` in-process): timings only, never a verdict."""
+    """The suite ran to its end. ``stats``: timings only, never a verdict, as JSON: the split judge's round
+    trips to the program (``round_trips``, ``round_trip_s``) and the ``time.monotonic()`` of a run's steps
+    (``read_at``, ``sent_at``, ``ready_at``, ``connected_at``, ``loaded_at``; see :mod:`.worker`)."""
 
     stats: str = ""
     kind: ClassVar[str] = "done"

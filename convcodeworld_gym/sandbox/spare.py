@@ -93,6 +93,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         os.close(ready_fd)
     with os.fdopen(job_fd, "rb") as fh:
         data = fh.read()
+    read_at = time.monotonic()
     if not data:
         os._exit(0)  # a spare that was discarded
     job = Job.from_wire(data)
@@ -109,11 +110,17 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         source = judge_source(job.program, job.prelude, job.test)
         facts = JudgeFacts.from_data(job.facts) if job.facts is not None else None
         connection = connect_program(channel, pid, job.program, module, entry, source, facts)
+        connected_at = time.monotonic()
         if connection.crash is not None:
             emit(result_fd, Crash(connection.crash), token)
             os._exit(0)
+
+        def stats() -> dict[str, float]:
+            return {**(connection.stats() if connection.stats is not None else {}), **(connection.times or {}),
+                    "read_at": read_at, "connected_at": connected_at}
+
         run_suite(result_fd, source, module, test_class, connection.provided, token=token, code=connection.code,
-                  stats=connection.stats)
+                  stats=stats)
     else:
         if program_process is not None:
             pid, channel = program_process
@@ -121,7 +128,8 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             os.waitpid(pid, 0)
             channel.close()
         sys.path.insert(0, workdir)
-        run_suite(result_fd, job.program + "\n" + job.test, module, test_class, token=token, tests=job.test)
+        run_suite(result_fd, job.program + "\n" + job.test, module, test_class, token=token, tests=job.test,
+                  stats=lambda: {"read_at": read_at})
     os._exit(0)
 
 

@@ -155,7 +155,7 @@ def _collect(spare: Spare, job: Job) -> RunReply:
     ended = time.monotonic()
     stages = spare.stages() | {"handoff_s": marks.get("first", ended) - started, "tests_s": ended - marks.get("first", ended)}
     if events and isinstance(events[-1], Done):
-        stages |= _judge_stats(events[-1].stats)
+        stages |= _run_stats(events[-1].stats, started)
     if stop_reason is None and events and isinstance(events[-1], (Done, Crash)):
         # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
         # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
@@ -164,14 +164,34 @@ def _collect(spare: Spare, job: Job) -> RunReply:
     return RunReply(tuple(events), stop_reason, exit_desc, time.monotonic() - started, stages)
 
 
-def _judge_stats(text: str) -> dict[str, float]:
-    """The split judge's round trips from its ``done`` event (timings only; what is not a plain number is dropped)."""
+#: Stages read from the times in a run's ``done`` event: name -> (from, to); "started" is the worker's hand-over.
+_HANDOFF_STAGES = {
+    "job_s": ("started", "read_at"),  # the job written to the spare and read there
+    "connect_s": ("read_at", "connected_at"),  # decoded, the program started in its process, the tests' names fetched
+    "program_start_s": ("sent_at", "ready_at"),  # of that: the program's module run (the judge compiles the tests)
+    "load_s": ("connected_at", "loaded_at"),  # the test module run and its tests loaded
+}
+
+
+def _run_stats(text: str, started: float) -> dict[str, float]:
+    """The stages a run's ``done`` event tells (timings only; what is not a plain number, or would be negative, is
+    dropped): the split judge's round trips, and the hand-off's parts (:data:`_HANDOFF_STAGES`; in-process runs
+    have no ``connected_at``, so their load counts from the job's read)."""
     try:
         stats = json.loads(text) if text else {}
     except ValueError:
         return {}
-    return {k: float(stats[k]) for k in ("round_trips", "round_trip_s")
-            if isinstance(stats, dict) and type(stats.get(k)) in (int, float) and 0 <= stats[k] < 1e9}
+    if not isinstance(stats, dict):
+        return {}
+    numbers = {k: float(v) for k, v in stats.items() if type(v) in (int, float) and 0 <= v < 1e9}
+    out = {k: numbers[k] for k in ("round_trips", "round_trip_s") if k in numbers}
+    times = {"started": started, **{k: v for k, v in numbers.items() if k.endswith("_at")}}
+    if "read_at" in times:
+        times.setdefault("connected_at", times["read_at"])
+    for name, (since, until) in _HANDOFF_STAGES.items():
+        if since in times and until in times and 0 <= times[until] - times[since] < 1e4:
+            out[name] = times[until] - times[since]
+    return out
 
 
 def _not_started(exc: OSError) -> RunReply:

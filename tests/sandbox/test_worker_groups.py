@@ -70,9 +70,16 @@ def test_results_carry_the_stages_of_their_run(humaneval):
         assert all(0 <= v < 30 for k, v in stages.items() if k != "round_trips"), stages
         # the split judge's requests to the program: one for the names the tests read, then one call per test
         assert stages["round_trips"] == 1 + len(task.test_names) and 0 < stages["round_trip_s"] < stages["handoff_s"] + stages["tests_s"]
+        # the hand-off's parts, in order within it: the job read, the program started and its names fetched
+        # (the program's start within that), the tests loaded
+        parts = [stages[k] for k in ("job_s", "connect_s", "load_s")]
+        assert all(v > 0 for v in parts) and sum(parts) < stages["handoff_s"], stages
+        assert 0 < stages["program_start_s"] < stages["connect_s"]
     assert first.details["stages"]["previous_teardown_s"] == 0 < second.details["stages"]["previous_teardown_s"]
     with SandboxExecutor(workers=1, cache=False, judge="inprocess") as ex:
-        assert "round_trips" not in ex.run(task, task.ground_truth).details["stages"]  # one process: none
+        stages = ex.run(task, task.ground_truth).details["stages"]
+    assert "round_trips" not in stages and "program_start_s" not in stages  # one process: none
+    assert 0 < stages["job_s"] and 0 < stages["load_s"] and stages["job_s"] + stages["load_s"] < stages["handoff_s"]
 
 
 _SAME_TEST = """import unittest
