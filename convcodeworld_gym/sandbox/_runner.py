@@ -51,7 +51,7 @@ __unittest = True
 #: The text of a test that finished without reporting any outcome (it is not passed).
 NO_OUTCOME = "ControlFlowRefused: the test finished without reporting an outcome (no pass, failure, error or skip); it is not passed."
 
-_clock = time.monotonic  # bound once: a test that patches time.monotonic does not reach the stages
+_clock = time.monotonic  # bound at import: a program run in-process before the tests load may patch time.monotonic
 
 
 def emit(fd: int, event: Event, token: str) -> None:

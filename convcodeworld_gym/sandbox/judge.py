@@ -39,8 +39,6 @@ from .mocks import PatchApplier, PatchTracker, same_state
 from .shared import SharedState, rc_keys
 from .standin import Channel, Peer, ProgramGone, RemoteError, StandIn, _clip, class_policy, exception_policy
 
-_clock = time.monotonic  # bound once: a test that patches time.monotonic does not reach the stages
-
 __all__ = ["serve_program", "connect_program", "Connection", "JudgeFacts", "judge_facts", "judge_source", "Channel", "ProgramGone",
            "RemoteError"]
 
@@ -352,11 +350,11 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     """
     facts = facts or judge_facts(judge_module_source)
     channel.send(dumps(["init", program, module_name, entry_point, facts.imports, list(facts.rc)]))
-    sent_at = _clock()
+    sent_at = time.monotonic()
     code = _compiled(judge_module_source, f"{module_name}.py")  # while the program's process runs the program
     try:
         first = loads(channel.recv())
-        times = {"sent_at": sent_at, "ready_at": _clock()}
+        times = {"sent_at": sent_at, "ready_at": time.monotonic()}
     except (ProgramGone, OSError, CodecError) as exc:
         return Connection(f"The program process ended before it was ready ({exc}{_exit_text(pid)()}).", {})
     if not isinstance(first, list) or not first or first[0] not in ("crash", "missing", "ready"):
