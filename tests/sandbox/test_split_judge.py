@@ -190,6 +190,18 @@ LYING = {
     "always_equal_in_tuple": "class A:\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n        return False\n"
                              "def task_func(x):\n    return A()\n",
     "class_claims_int": "class A:\n    __class__ = int\n    def __eq__(self, o):\n        return True\ndef task_func(x):\n    return A()\n",
+    # a class whose __class__ is a property answering int (type() still tells), and a float subclass
+    "class_property_claims_int": "class A:\n    __class__ = property(lambda self: int)\n    def __eq__(self, o):\n        return True\n"
+                                 "    def __ne__(self, o):\n        return False\ndef task_func(x):\n    return A()\n",
+    "float_subclass": "class F(float):\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n        return False\n"
+                      "    __hash__ = float.__hash__\ndef task_func(x):\n    return F(0)\n",
+    # an int subclass named and placed like the builtin: the codec must go by the type itself, not its name
+    "int_subclass_named_builtins_int": "I = type('int', (int,), {'__eq__': lambda s, o: True, '__ne__': lambda s, o: False,\n"
+                                       "    '__hash__': int.__hash__, '__module__': 'builtins', '__qualname__': 'int'})\n"
+                                       "def task_func(x):\n    return I(0)\n",
+    # registered as a numbers.Integral, so isinstance(value, numbers.Integral) holds for it
+    "registered_as_integral": "import numbers\nclass A:\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n"
+                              "        return False\nnumbers.Integral.register(A)\ndef task_func(x):\n    return A()\n",
 }
 
 
