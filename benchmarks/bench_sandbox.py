@@ -7,13 +7,14 @@ ours also with 0.2 s between runs; after warm-up; our result cache off), the moc
 in-process (forgeable) next to the split judge with stand-ins, each group's per-stage split of our runs
 (``details["stages"]``), the first step of an unseen task against a later step of it (a fresh executor with
 shipped profiles), throughput with ``--workers`` parallel runs (each side's median of ``--passes`` passes) and the
-machine's CPU per run in it, and verdict agreement; and, as a
-yardstick, the unsafe floor of a fork-per-run design with no sandbox at all (``_floor_driver.py``). Our side
+machine's CPU per run in it, and verdict agreement; and, as yardsticks, two unsafe designs with no sandbox at all
+(``_floor_driver.py``): the floor (a fork per run) and the ceiling (a warm process per parallel slot that runs every
+job it gets in itself: no fork, no isolation). Our side
 runs with full confinement when the machine allows it (the level is printed).
 
 The sides are interleaved, because this machine's speed drifts by 10-25% over minutes: each group's programs run
-back to back on our side, then on theirs, then on the floor's, group after group; the throughput passes go ours,
-theirs, floor, ``--passes`` times. The throughput ratio printed is the median of the rounds' ratios.
+back to back on our side, then on theirs, the floor's and the ceiling's, group after group; the throughput passes
+go ours, theirs, floor, ceiling, ``--passes`` times. The throughput ratio printed is the median of the rounds' ratios.
 
 Usage (see README, section Sandbox):
     python benchmarks/bench_sandbox.py --bcb-python .venv-bcb/bin/python [--stdlib 20 --pandas 10 --mocked 10 --workers 2]
@@ -116,11 +117,12 @@ class Driver:
     """A side measured in its own interpreter: ``driver`` (a script beside this one, answering as
     ``_timing.serve`` does) run by ``python``, asked one job or one parallel pass at a time."""
 
-    def __init__(self, python: str, driver: str) -> None:
+    def __init__(self, python: str, driver: str, *args: str) -> None:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")} | {"MPLBACKEND": "Agg"}
         self.name = driver
         self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([python, str(HERE / driver)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        python = os.path.abspath(python) if os.sep in python else python  # it runs in HERE: a relative path would miss
+        self._proc = subprocess.Popen([python, str(HERE / driver), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._stderr, env=env, cwd=str(HERE), text=True)
 
     def _ask(self, request: dict) -> dict:
@@ -183,6 +185,7 @@ def main() -> int:
                  ".venv-bcb/bin/pip install --no-deps bigcodebench==0.2.5 && .venv-bcb/bin/pip install numpy pandas matplotlib")
 
     theirs, floor = Driver(args.bcb_python, "_bcb_driver.py"), Driver(sys.executable, "_floor_driver.py")
+    ceiling = Driver(sys.executable, "_floor_driver.py", "--reuse", str(args.workers))
     try:
         with SandboxExecutor(workers=args.workers, cache=False) as ex:
             picked = pick_tasks({"stdlib": args.stdlib, "pandas": args.pandas, "mocked": args.mocked}, ex)
@@ -193,10 +196,11 @@ def main() -> int:
             ex.run_many(pairs, max_workers=args.workers)  # warm-up: every worker group, every slot
             theirs.check(pairs[0])  # warm-up: first imports
             floor.check(pairs[0])
+            ceiling.check(pairs[0])
             # Back to back, a group at a time on each side in turn (the sides interleaved, see the docstring).
             ours_s: list[float] = [0.0] * len(jobs)
             ours_r: list[ExecutionResult] = [None] * len(jobs)  # type: ignore[list-item]
-            their_s, their_v, floor_s = [0.0] * len(jobs), [False] * len(jobs), [0.0] * len(jobs)
+            their_s, their_v, floor_s, ceiling_s = [0.0] * len(jobs), [False] * len(jobs), [0.0] * len(jobs), [0.0] * len(jobs)
             for kind in picked:
                 group = [i for i, job in enumerate(jobs) if job[2] == kind]
                 for i in group:
@@ -205,6 +209,8 @@ def main() -> int:
                     their_s[i], their_v[i] = theirs.check(pairs[i])
                 for i in group:
                     floor_s[i] = floor.check(pairs[i])[0]
+                for i in group:
+                    ceiling_s[i] = ceiling.check(pairs[i])[0]
             ours_v = [r.passed for r in ours_r]
             # Spaced runs (as in RL, where the model writes between runs): the worker prepares its next
             # confined child in the gap, off the critical path.
@@ -215,11 +221,12 @@ def main() -> int:
                 spaced_s.append(seconds)
                 spaced_r.append(result)
             # Throughput: a 4 s pass is at the mercy of the machine, so several rounds, each side in turn.
-            passes: dict[str, list[tuple[float, float]]] = {"ours": [], "theirs": [], "floor": []}
+            passes: dict[str, list[tuple[float, float]]] = {"ours": [], "theirs": [], "floor": [], "ceiling": []}
             for _ in range(args.passes):
                 passes["ours"].append(timed_pass(lambda: ex.run_many(pairs, max_workers=args.workers)))
                 passes["theirs"].append(theirs.parallel(pairs, args.workers))
                 passes["floor"].append(floor.parallel(pairs, args.workers))
+                passes["ceiling"].append(ceiling.parallel(pairs, args.workers))
             groups_used = sorted({r.details.get("worker_group", "?") for r in ours_r})
             unseen = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex, skip=40).values() for t in ts]
             unseen_reset = [t for ts in pick_tasks({"stdlib": args.unseen, "pandas": args.unseen}, ex,
@@ -234,6 +241,7 @@ def main() -> int:
     finally:
         theirs.close()
         floor.close()
+        ceiling.close()
     mocked_jobs = [(t, p) for t, p, k in jobs if k == "mocked"]
     with SandboxExecutor(workers=args.workers, cache=False, judge="inprocess") as forgeable:
         forgeable.run_many(mocked_jobs, max_workers=args.workers)  # warm-up
@@ -266,10 +274,10 @@ def main() -> int:
     print(f"after the env's reset (Executor.prepare): first step {ms(first_r)}, a later step: {ms(later_r)} "
           f"(ratio {statistics.median(first_r) / statistics.median(later_r):.2f}; {len(first_r)} other tasks, "
           f"{calibrated_r} calibrated first)")
-    (ours_parallel, ours_cpu), (their_parallel, their_cpu), (floor_parallel, floor_cpu) = (
-        median_pass(passes[side]) for side in ("ours", "theirs", "floor"))
+    (ours_parallel, ours_cpu), (their_parallel, their_cpu), (floor_parallel, floor_cpu), (ceiling_parallel, ceiling_cpu) = (
+        median_pass(passes[side]) for side in ("ours", "theirs", "floor", "ceiling"))
     rounds = [t / o for (o, _), (t, _) in zip(passes["ours"], passes["theirs"])]
-    ours_tp, their_tp, floor_tp = n / ours_parallel, n / their_parallel, n / floor_parallel
+    ours_tp, their_tp, floor_tp, ceiling_tp = (n / s for s in (ours_parallel, their_parallel, floor_parallel, ceiling_parallel))
 
     def rates(side: str) -> str:
         return ", ".join(f"{n / s:.1f}" for s, _ in passes[side])
@@ -286,6 +294,12 @@ def main() -> int:
         print(f"  median per execution, {kind:7}{ms(f):>24}")
     print(f"  throughput, {args.workers} parallel     {floor_tp:>21.1f} /s   (ours / floor: {ours_tp / floor_tp:.2f}; "
           f"floor / theirs: {floor_tp / their_tp:.1f}x; passes {rates('floor')}; CPU per run {cpu_ms(floor_cpu, jobs)})")
+    print(f"unsafe ceiling, no fork and no isolation ({args.workers} warm processes, each running its jobs in itself):")
+    for kind in ("stdlib", "pandas"):
+        c = [s for s, k in zip(ceiling_s, kinds) if k == kind]
+        print(f"  median per execution, {kind:7}{ms(c):>24}")
+    print(f"  throughput, {args.workers} parallel     {ceiling_tp:>21.1f} /s   (ours / ceiling: {ours_tp / ceiling_tp:.2f}; "
+          f"ceiling / theirs: {ceiling_tp / their_tp:.1f}x; passes {rates('ceiling')}; CPU per run {cpu_ms(ceiling_cpu, jobs)})")
     agree = sum(a == b for a, b in zip(ours_v, their_v))
     print(f"verdict agreement: {agree}/{n} ({agree / n:.1%}); passes: ours {sum(ours_v)}, theirs {sum(their_v)}")
     for (task, program, _), a, b in zip(jobs, ours_v, their_v):

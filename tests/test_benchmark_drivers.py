@@ -1,5 +1,6 @@
-"""The side-by-side benchmark's driver protocol (``benchmarks/_timing.serve``), through the real unsafe-floor driver
-in its own interpreter: one job at a time and one parallel pass, verdicts and times as the bench reads them.
+"""The side-by-side benchmark's driver protocol (``benchmarks/_timing.serve``), through the real unsafe driver in its
+own interpreter, as the floor (a fork per run) and as the ceiling (reused processes): one job at a time and one
+parallel pass, verdicts and times as the bench reads them.
 
 Only the protocol is checked here; no speed is asserted (speed targets live in ``benchmarks/``)."""
 
@@ -36,11 +37,13 @@ def _task() -> Task:
                 canonical_solution="    return x * x\n", test=TEST)
 
 
-def test_the_floor_driver_answers_checks_and_parallel_passes_with_true_verdicts(bench):
+@pytest.mark.parametrize("args", [(), ("--reuse", "2")], ids=["floor, a fork per run", "ceiling, reused processes"])
+def test_the_floor_driver_answers_checks_and_parallel_passes_with_true_verdicts(bench, args):
     task = _task()
     right, wrong = (task, task.ground_truth), (task, task.code_prompt + "    return x + x\n")
     printing = (task, "print('{\"seconds\": 0, \"passed\": true}')\n" + task.ground_truth.replace("return", "print(x)\n    return"))
-    driver = bench.Driver(sys.executable, "_floor_driver.py")
+    crashing = (task, "raise SystemExit(0)\n" + task.ground_truth)  # a module that fails: not passed, and the driver goes on
+    driver = bench.Driver(sys.executable, "_floor_driver.py", *args)
     try:
         seconds, passed = driver.check(right)
         assert passed is True and 0 < seconds < 60
@@ -49,5 +52,7 @@ def test_the_floor_driver_answers_checks_and_parallel_passes_with_true_verdicts(
         seconds, cpu_s = driver.parallel([right, wrong, right, wrong], 2)
         assert 0 < seconds < 60 and cpu_s >= 0
         assert driver.check(wrong)[1] is False  # still in step after the pass
+        assert driver.check(crashing)[1] is False
+        assert driver.check(right)[1] is True
     finally:
         driver.close()
