@@ -2,7 +2,8 @@
 
 A *spare* is forked by the zygote (:mod:`.zygote`), a process that has never held a job, so nothing of an
 earlier run (its hidden tests, a calibration's canonical solution) is in the spare's memory or in the
-program process it forks. The spare confines itself, then waits for its one job (:func:`run_child`).
+program process it forks. The spare confines itself, then waits for its one job (:func:`run_child`), copying
+ahead meanwhile, where the worker asks for it, the pages runs write first (:class:`.confinement.memory.Prefault`).
 
 Holds:
     run_child    in the spare: confine, fork the split program's process, wait for the job, run it
@@ -24,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import NoReturn
 
 from ._runner import emit, run_suite
-from .confinement import confine
+from .confinement import confine, memory
 from .confinement.confine import Confinement, Level, SandboxSettings
 from .confinement.hardening import Hardening
 from .executor import Limits
@@ -37,7 +38,8 @@ __all__ = ["run_child", "SpareMaker", "SpareFacts"]
 
 
 def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, network: str, mode: Mode,
-              settings: SandboxSettings, workdir: str, result_fd: int, token: str, ready_fd: int = -1) -> None:
+              settings: SandboxSettings, workdir: str, result_fd: int, token: str, ready_fd: int = -1,
+              prefault: memory.Prefault = memory.Prefault()) -> None:
     """In the forked child: confine, wait for the job on ``job_fd``, run it, stream events to ``result_fd``
     (each line sealed with the run's ``token``: a line the program writes there fails the run).
 
@@ -52,6 +54,10 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     whose mode differs) is refused, never forked for then. An in-process job ends that process. If a layer
     the worker reported cannot be applied, the run fails with that reason and the job never runs. Never
     returns.
+
+    With a ``prefault`` plan (the zygote's pages, :class:`.confinement.memory.Prefault`), the child and its
+    program process drop to the lowest priority once it is ready and copy their shared pages until the job
+    comes; the worker gives them their priority back before it writes the job (so no job runs low).
     """
     try:
         os.setsid()
@@ -82,15 +88,20 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     confined = time.monotonic()
     if mode is Mode.SPLIT:
         try:
-            program_process = _fork_program_process(workdir, (result_fd, job_fd, ready_fd))
+            program_process = _fork_program_process(workdir, (result_fd, job_fd, ready_fd), prefault)
         except OSError:
             pass  # e.g. the pids limit, still reached after the retries: a split job is refused
+    if prefault.chunks:  # before ready: once ready, the worker may raise this process group back at any moment
+        if program_process is not None:
+            memory.lowest_priority(program_process[0])
+        memory.lowest_priority()
     if ready_fd >= 0:
         try:
             os.write(ready_fd, struct.pack("dd", confined, time.monotonic()))
         except OSError:
             pass
         os.close(ready_fd)
+    prefaulted_mb = prefault.while_idle(job_fd) / (1 << 20)
     with os.fdopen(job_fd, "rb") as fh:
         data = fh.read()
     read_at = time.monotonic()
@@ -117,7 +128,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
 
         def stats() -> dict[str, float]:
             return {**(connection.stats() if connection.stats is not None else {}), **(connection.times or {}),
-                    "read_at": read_at, "connected_at": connected_at}
+                    "read_at": read_at, "connected_at": connected_at, "prefaulted_mb": prefaulted_mb}
 
         run_suite(result_fd, source, module, test_class, connection.provided, token=token, code=connection.code,
                   stats=stats)
@@ -129,16 +140,16 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             channel.close()
         sys.path.insert(0, workdir)
         run_suite(result_fd, job.program + "\n" + job.test, module, test_class, token=token, tests=job.test,
-                  stats=lambda: {"read_at": read_at})
+                  stats=lambda: {"read_at": read_at, "prefaulted_mb": prefaulted_mb})
     os._exit(0)
 
 
 _FORK_ATTEMPTS = 50
 
 
-def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Channel]:
-    """Fork the split judge's program process (closing ``close`` in it): it waits for the program on its
-    channel and serves calls to it. Returns its pid and the judge's end of the channel."""
+def _fork_program_process(workdir: str, close: tuple[int, ...], prefault: memory.Prefault) -> tuple[int, Channel]:
+    """Fork the split judge's program process (closing ``close`` in it): it copies its ``prefault`` pages until
+    the program comes on its channel, then serves calls to it. Returns its pid and the judge's end of the channel."""
     to_prog_r, to_prog_w = os.pipe()
     to_judge_r, to_judge_w = os.pipe()
     for attempt in range(_FORK_ATTEMPTS):
@@ -155,6 +166,7 @@ def _fork_program_process(workdir: str, close: tuple[int, ...]) -> tuple[int, Ch
         for fd in (*close, to_prog_w, to_judge_r):
             os.close(fd)
         sys.path.insert(0, workdir)
+        prefault.while_idle(to_prog_r)
         try:
             serve_program(Channel(to_prog_r, to_judge_w), private_paths=(workdir,))
         except Exception:  # noqa: BLE001 - the judge closed the channel (a discarded spare) or sent nothing usable
@@ -183,7 +195,8 @@ class SpareFacts:
 
     ``child`` is the zygote's child (the run's pid 1 when ``namespaced``), signalled and reaped by the
     zygote only (:mod:`.reap`); ``token`` seals its event lines (:func:`.local.new_token`); ``started``
-    and ``forked``: ``time.monotonic()`` around the fork (one clock for every process of the machine).
+    and ``forked``: ``time.monotonic()`` around the fork (one clock for every process of the machine);
+    ``lowered``: it goes to the lowest priority once ready, to prefault (the worker raises it back before its job).
     """
 
     child: int
@@ -194,6 +207,7 @@ class SpareFacts:
     token: str
     started: float
     forked: float
+    lowered: bool = False
 
     def to_data(self) -> dict[str, object]:
         return asdict(self)
@@ -217,10 +231,11 @@ class SpareMaker:
     settings: SandboxSettings
     readable: tuple[str, ...]
 
-    def make(self, counter: int, network: str, mode: Mode) -> tuple[SpareFacts, tuple[int, int, int]]:
-        """Fork the next run's confined child (it prepares itself and waits for its job): its facts and the
-        descriptors ``(job_w, result_r, ready_r)``, which the caller owns. Raises OSError, leaving nothing
-        behind, when the fork or the new PID namespace is refused."""
+    def make(self, counter: int, network: str, mode: Mode, prefault: memory.Prefault = memory.Prefault()
+             ) -> tuple[SpareFacts, tuple[int, int, int]]:
+        """Fork the next run's confined child (it prepares itself and waits for its job, copying ``prefault``'s
+        pages meanwhile): its facts and the descriptors ``(job_w, result_r, ready_r)``, which the caller owns.
+        Raises OSError, leaving nothing behind, when the fork or the new PID namespace is refused."""
         namespaced = self.spawn is not None
         # Namespaced: the dir is made by the child inside the run's own fresh /tmp, which vanishes with the run.
         workdir = (os.path.join(confine.SANDBOX_ROOT, f"ccw_run{counter}") if namespaced
@@ -251,12 +266,12 @@ class SpareMaker:
                     os.makedirs(workdir)
                     _prepare_workdir(workdir, self.confinement)
                 run_child(job_r, self.confinement, self.hardening, network, mode, self.settings, workdir, write_fd,
-                          token, ready_w)
+                          token, ready_w, prefault)
             except BaseException as exc:  # noqa: BLE001
                 _refuse(write_fd, f"the sandbox could not prepare this run ({type(exc).__name__}: {exc}); "
                         "it was not run.", token)
         forked = time.monotonic()
         for fd in (write_fd, job_r, ready_w):
             os.close(fd)
-        facts = SpareFacts(child, workdir, namespaced, network, mode.value, token, started, forked)
+        facts = SpareFacts(child, workdir, namespaced, network, mode.value, token, started, forked, bool(prefault.chunks))
         return facts, (job_w, read_fd, ready_r)

@@ -24,7 +24,9 @@ preload and never holds a job), and answers :class:`~.messages.Ready`. Then, per
 4. then, off the critical path, has the zygote kill the run's whole PID namespace (by its pid 1, the
    zygote's own unreaped child) and reap it, and make the next spare (again after any new import, so
    spares start warm). At level ``uid`` (no PID namespace per run, e.g. in a container) it then sweeps
-   the slot's uid (:mod:`.confinement.sweep`).
+   the slot's uid (:mod:`.confinement.sweep`). Where this worker can raise priorities and no memory limit
+   covers its cgroup, that spare waits at the lowest priority and copies ahead the pages runs write first
+   (:class:`.confinement.memory.Prefault`); step 2 gives it the worker's priority back before the job.
 
 The worker is trusted: it never runs the program's code in its own process, and no run is forked from it.
 """
@@ -40,7 +42,7 @@ import time
 from dataclasses import replace
 from typing import BinaryIO
 
-from .confinement import cgroup, confine, sweep
+from .confinement import cgroup, confine, memory, sweep
 from .confinement.confine import Confinement, Level, SandboxSettings
 from .confinement.hardening import Hardening, harden
 from .executor import Limits
@@ -175,7 +177,7 @@ _HANDOFF_STAGES = {
 
 def _run_stats(text: str, started: float) -> dict[str, float]:
     """The stages a run's ``done`` event tells (timings only; what is not a plain number, or would be negative, is
-    dropped): the split judge's round trips, and the hand-off's parts (:data:`_HANDOFF_STAGES`; in-process runs
+    dropped): the split judge's round trips, the MiB its spare copied ahead (``prefaulted_mb``), and the hand-off's parts (:data:`_HANDOFF_STAGES`; in-process runs
     have no ``connected_at``, so their load counts from the job's read)."""
     try:
         stats = json.loads(text) if text else {}
@@ -184,7 +186,7 @@ def _run_stats(text: str, started: float) -> dict[str, float]:
     if not isinstance(stats, dict):
         return {}
     numbers = {k: float(v) for k, v in stats.items() if type(v) in (int, float) and 0 <= v < 1e9}
-    out = {k: numbers[k] for k in ("round_trips", "round_trip_s") if k in numbers}
+    out = {k: numbers[k] for k in ("round_trips", "round_trip_s", "prefaulted_mb") if k in numbers}
     times = {"started": started, **{k: v for k, v in numbers.items() if k.endswith("_at")}}
     if "read_at" in times:
         times.setdefault("connected_at", times["read_at"])
@@ -221,15 +223,22 @@ def main() -> None:
     zygote = Zygote.start(maker, config.preload, close=(inp.fileno(), out.fileno()))  # before any job is read
     out.write(Ready(confinement.as_dict()).to_wire() + b"\n")
     out.flush()
+    # Prefaulting spares run at the lowest priority until the worker raises them back (CAP_SYS_NICE); never where
+    # a memory limit covers the worker's cgroup, since a spare's copied pages would count against the runs'.
+    prefault = confinement.level.at_least(Level.UID) and memory.can_raise_priority() and not config.own_cgroup
     try:
-        _serve(inp, out, zygote, confinement, oom, set(config.preload))
+        _serve(inp, out, zygote, confinement, oom, set(config.preload), prefault)
     finally:
         zygote.close()
 
 
 def _serve(inp: BinaryIO, out: BinaryIO, zygote: Zygote, confinement: Confinement, oom: cgroup.OomCounter | None,
-           attempted: set[str]) -> None:
-    """Answer each job line on ``inp`` with one reply line on ``out``, until ``inp`` ends."""
+           attempted: set[str], prefault: bool = False) -> None:
+    """Answer each job line on ``inp`` with one reply line on ``out``, until ``inp`` ends. With ``prefault``,
+    spares copy the zygote's pages while they wait (:mod:`.confinement.memory`), and each gets this worker's
+    priority back before its job; where that fails once, the job gets a spare that never lowered, and so do
+    all later ones."""
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
     counter = 0
     spare: Spare | None = None
     teardown_s = 0.0
@@ -254,6 +263,9 @@ def _serve(inp: BinaryIO, out: BinaryIO, zygote: Zygote, confinement: Confinemen
                 _finish(spare)
                 spare = None
             used, spare = spare, None
+            if used is not None and not used.restore_priority(nice):
+                _finish(used)
+                used, prefault = None, False
             if used is None:
                 try:
                     used = zygote.spare(counter, network, mode)
@@ -276,7 +288,7 @@ def _serve(inp: BinaryIO, out: BinaryIO, zygote: Zygote, confinement: Confinemen
             teardown_s = time.monotonic() - teardown_s  # reported with the next run (this one's reply is sent)
         counter += 1
         try:
-            spare = zygote.spare(counter, network, mode)
+            spare = zygote.spare(counter, network, mode, prefault)
         except OSError:
             spare = None  # tried again with the next job, which fails with the reason if it fails again
     if spare is not None:

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from . import reap
-from .confinement import confine
+from .confinement import confine, memory
 from .judge_policy import Mode
 from .spare import SpareFacts, SpareMaker
-from .warm import import_quietly
+from .warm import import_quietly, rehearse
 
 __all__ = ["Zygote", "Spare", "ZygoteGone"]
 
@@ -79,9 +79,11 @@ class Zygote:
         """Import ``names`` into the zygote (failures are left to the runs that need them); spares made later have them."""
         self._ask({"op": "import", "names": list(names)})
 
-    def spare(self, counter: int, network: str, mode: Mode) -> Spare:
-        """A new spare for a run with ``network`` in ``mode``. Raises OSError when the fork or the namespace is refused."""
-        self._send({"op": "spare", "counter": counter, "network": network, "mode": mode.value})
+    def spare(self, counter: int, network: str, mode: Mode, prefault: bool = False) -> Spare:
+        """A new spare for a run with ``network`` in ``mode`` (with ``prefault``: one that copies the zygote's pages
+        at the lowest priority while it waits; see :meth:`Spare.restore_priority`). Raises OSError when the fork or
+        the namespace is refused."""
+        self._send({"op": "spare", "counter": counter, "network": network, "mode": mode.value, "prefault": prefault})
         reply, fds = self._receive(_FDS_PER_SPARE)
         if "error" in reply:
             for fd in fds:
@@ -182,6 +184,20 @@ class Spare:
                 times |= {"confine_s": confined - self.facts.forked, "program_fork_s": program - confined}
         return times
 
+    def restore_priority(self, nice: int, wait_s: float = 10.0) -> bool:
+        """For a ``lowered`` spare: wait until it is ready (it and its program process are at the lowest priority
+        by then, waiting for the job), then give its process group the priority ``nice``. True if done (or the
+        spare was never lowered); False if the priority could not be restored: then no job may run on it."""
+        if not self.facts.lowered:
+            return True
+        if self.ready_r >= 0:
+            select.select([self.ready_r], [], [], wait_s)  # readable once ready, or at its end (EOF)
+        try:
+            os.setpriority(os.PRIO_PGRP, self.facts.child, nice)  # the child is its group's leader (setsid)
+        except OSError:
+            return False
+        return True
+
     def exited(self) -> bool:
         """Has the child ended? If so, what is left of its group is killed and it is reaped (once)."""
         if self.status is None:
@@ -209,6 +225,7 @@ class Spare:
 def _serve(sock: socket.socket, maker: SpareMaker, preload: Sequence[str]) -> NoReturn:
     """The zygote's loop: import ``preload``, say ready, then answer the worker's requests until it hangs up."""
     children: set[int] = set()
+    plan: memory.Prefault | None = None  # the pages spares may copy ahead; made when first asked, after each import
     import_quietly(preload)
     sock.send(b'{"ready": true}')
     while data := sock.recv(_MAX_MESSAGE):
@@ -217,8 +234,11 @@ def _serve(sock: socket.socket, maker: SpareMaker, preload: Sequence[str]) -> No
         reply: dict[str, Any]
         op = request.get("op")
         if op == "spare":
+            if request.get("prefault") is True and plan is None:
+                plan = memory.Prefault.rehearsed(rehearse)
             try:
-                facts, fds = maker.make(int(request["counter"]), str(request["network"]), Mode(request["mode"]))
+                facts, fds = maker.make(int(request["counter"]), str(request["network"]), Mode(request["mode"]),
+                                        plan if request.get("prefault") is True and plan is not None else memory.Prefault())
             except OSError as exc:
                 reply = {"error": exc.strerror or str(exc), "errno": exc.errno}
             else:
@@ -226,6 +246,7 @@ def _serve(sock: socket.socket, maker: SpareMaker, preload: Sequence[str]) -> No
                 reply = {"spare": facts.to_data()}
         elif op == "import":
             import_quietly(request["names"])
+            plan = None
             reply = {}
         elif op in ("poll", "reap") and request.get("child") in children:
             child = request["child"]
