@@ -177,8 +177,9 @@ _HANDOFF_STAGES = {
 
 def _run_stats(text: str, started: float) -> dict[str, float]:
     """The stages a run's ``done`` event tells (timings only; what is not a plain number, or would be negative, is
-    dropped): the split judge's round trips, the MiB its spare copied ahead (``prefaulted_mb``), and the hand-off's parts (:data:`_HANDOFF_STAGES`; in-process runs
-    have no ``connected_at``, so their load counts from the job's read)."""
+    dropped): the split judge's round trips, the MiB its spare copied ahead (``prefaulted_mb``), and the hand-off's
+    parts (:data:`_HANDOFF_STAGES`; in-process runs have no ``connected_at``, so their load counts from the job's
+    read)."""
     try:
         stats = json.loads(text) if text else {}
     except ValueError:

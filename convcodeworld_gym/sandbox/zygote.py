@@ -234,11 +234,12 @@ def _serve(sock: socket.socket, maker: SpareMaker, preload: Sequence[str]) -> No
         reply: dict[str, Any]
         op = request.get("op")
         if op == "spare":
-            if request.get("prefault") is True and plan is None:
-                plan = memory.Prefault.rehearsed(rehearse)
+            wanted = memory.Prefault()
+            if request.get("prefault") is True:
+                plan = plan if plan is not None else memory.Prefault.rehearsed(rehearse)
+                wanted = plan
             try:
-                facts, fds = maker.make(int(request["counter"]), str(request["network"]), Mode(request["mode"]),
-                                        plan if request.get("prefault") is True and plan is not None else memory.Prefault())
+                facts, fds = maker.make(int(request["counter"]), str(request["network"]), Mode(request["mode"]), wanted)
             except OSError as exc:
                 reply = {"error": exc.strerror or str(exc), "errno": exc.errno}
             else:

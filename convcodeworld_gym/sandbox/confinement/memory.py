@@ -113,11 +113,6 @@ class Prefault:
         pages.frombytes(data[: len(data) // 8 * 8])
         return cls(tuple(_chunks(sorted(pages))))
 
-    @property
-    def size(self) -> int:
-        """Bytes in the chunks."""
-        return sum(length for _, length in self.chunks)
-
     def while_idle(self, fd: int, after_s: float = IDLE_S) -> int:
         """Once ``fd`` has stayed unreadable for ``after_s`` (the machine is between jobs, not busy with one after
         another), copy the chunks into this process (``MADV_POPULATE_WRITE``: each page's copy-on-write done
@@ -175,7 +170,8 @@ def _copied_pages(shared: list[tuple[int, int]]) -> Iterator[int]:
                 entries = array.array("Q")
                 entries.frombytes(pagemap.read((end - start) // _PAGE * 8))
                 first = start // _PAGE
-                yield from (first + i for i, entry in enumerate(entries) if entry & _PRESENT_AND_EXCLUSIVE == _PRESENT_AND_EXCLUSIVE)
+                yield from (first + i for i, entry in enumerate(entries)
+                            if entry & _PRESENT_AND_EXCLUSIVE == _PRESENT_AND_EXCLUSIVE)
     except (OSError, ValueError):
         return
 
