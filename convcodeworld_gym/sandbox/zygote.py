@@ -187,11 +187,13 @@ class Spare:
     def restore_priority(self, nice: int, wait_s: float = 10.0) -> bool:
         """For a ``lowered`` spare: wait until it is ready (it and its program process are at the lowest priority
         by then, waiting for the job), then give its process group the priority ``nice``. True if done (or the
-        spare was never lowered); False if the priority could not be restored: then no job may run on it."""
+        spare was never lowered); False if it was not ready within ``wait_s`` or the priority could not be restored:
+        then no job may run on it."""
         if not self.facts.lowered:
             return True
-        if self.ready_r >= 0:
-            select.select([self.ready_r], [], [], wait_s)  # readable once ready, or at its end (EOF)
+        # Readable once it is ready (or at its end, EOF). Not ready yet, it may still lower itself after a raise.
+        if self.ready_r < 0 or not select.select([self.ready_r], [], [], wait_s)[0]:
+            return False
         try:
             os.setpriority(os.PRIO_PGRP, self.facts.child, nice)  # the child is its group's leader (setsid)
         except OSError:

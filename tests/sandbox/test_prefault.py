@@ -114,3 +114,38 @@ def test_every_run_gets_its_priority_back_and_a_spare_that_waited_copied_ahead()
         assert result.passed, (gap, [(t.name, t.traceback) for t in result.tests])
     waited = [r.details["stages"].get("prefaulted_mb", 0.0) for gap, r in results if gap]
     assert all(mb > 0 for mb in waited), waited
+
+
+def test_a_spare_is_raised_back_only_once_it_is_ready():
+    if not memory.can_raise_priority():
+        pytest.skip("needs CAP_SYS_NICE")
+    from convcodeworld_gym.sandbox.spare import SpareFacts
+    from convcodeworld_gym.sandbox.zygote import Spare
+
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a stand-in spare: its own group, lowered, then ready when told
+        try:
+            os.setsid()
+            memory.lowest_priority()
+            os.read(go_r, 1)
+            os.write(ready_w, b"r" * 16)
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    facts = SpareFacts(child=pid, workdir="/nonexistent", namespaced=False, network="none", mode="split", token="t",
+                       started=0.0, forked=0.0, lowered=True)
+    spare = Spare(facts, zygote=None, job_w=-1, result_r=-1, ready_r=ready_r)  # type: ignore[arg-type]
+    try:
+        time.sleep(0.1)
+        assert spare.restore_priority(0, wait_s=0.05) is False  # not ready: it could still lower itself afterwards
+        assert os.getpriority(os.PRIO_PROCESS, pid) == 19
+        os.write(go_w, b"g")
+        assert spare.restore_priority(0, wait_s=5) is True
+        assert os.getpriority(os.PRIO_PROCESS, pid) == 0
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        for fd in (ready_r, ready_w, go_r, go_w):
+            os.close(fd)
