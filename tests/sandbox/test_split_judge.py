@@ -16,6 +16,7 @@ import math
 import pathlib
 import uuid
 import zoneinfo
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -202,12 +203,36 @@ LYING = {
     # registered as a numbers.Integral, so isinstance(value, numbers.Integral) holds for it
     "registered_as_integral": "import numbers\nclass A:\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n"
                               "        return False\nnumbers.Integral.register(A)\ndef task_func(x):\n    return A()\n",
+    # subclasses of more builtins, always equal: they cross as the plain base type
+    "list_subclass": "class L(list):\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n        return False\n"
+                     "def task_func(x):\n    return L()\n",
+    "complex_subclass": "class C(complex):\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n"
+                        "        return False\n    __hash__ = complex.__hash__\ndef task_func(x):\n    return C(0)\n",
 }
 
 
 @pytest.mark.parametrize("name", sorted(LYING))
 def test_values_with_a_lying_eq_do_not_pass(sandbox, name):
     result = assert_rejected(sandbox, LYING[name], "AssertionError")
+    assert result.details["judge"] == "split"
+
+
+LYING_ARRAY = """import numpy as np
+class A(np.ndarray):
+    def __eq__(self, o):
+        return True
+    def __ne__(self, o):
+        return False
+def task_func(x):
+    return np.zeros(1).view(A)
+"""
+
+
+def test_an_ndarray_subclass_with_a_lying_eq_does_not_pass(sandbox):
+    """It passes in one process (assertEqual asks ``first == second``); split, it crosses as a plain array."""
+    task = replace(SQUARE, task_id="split/numpy_square", code_prompt="import numpy as np\ndef task_func(x):\n",
+                   libs=("numpy",))
+    result = assert_rejected(sandbox, LYING_ARRAY, "AssertionError: array([0.]) != 4", task=task)
     assert result.details["judge"] == "split"
 
 
