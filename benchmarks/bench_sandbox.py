@@ -201,8 +201,8 @@ def main() -> int:
             ours_s: list[float] = [0.0] * len(jobs)
             ours_r: list[ExecutionResult] = [None] * len(jobs)  # type: ignore[list-item]
             their_s, their_v, floor_s, ceiling_s = [0.0] * len(jobs), [False] * len(jobs), [0.0] * len(jobs), [0.0] * len(jobs)
-            for kind in picked:
-                group = [i for i, job in enumerate(jobs) if job[2] == kind]
+            groups = {kind: [i for i, job in enumerate(jobs) if job[2] == kind] for kind in picked}
+            for group in groups.values():
                 for i in group:
                     ours_s[i], ours_r[i] = timed(ex, *pairs[i])
                 for i in group:
@@ -218,8 +218,7 @@ def main() -> int:
             spaced_s: list[float] = [0.0] * len(jobs)
             spaced_r: list[ExecutionResult] = [None] * len(jobs)  # type: ignore[list-item]
             their_spaced_s: list[float] = [0.0] * len(jobs)
-            for kind in picked:
-                group = [i for i, job in enumerate(jobs) if job[2] == kind]
+            for group in groups.values():
                 for i in group:
                     time.sleep(0.2)
                     spaced_s[i], spaced_r[i] = timed(ex, *pairs[i])
@@ -295,18 +294,17 @@ def main() -> int:
           f"(rounds: {', '.join(f'{r:.1f}x' for r in rounds)}; ratio of the median passes {ours_tp / their_tp:.1f}x)")
     print(f"machine CPU per run in that pass (all processes, kernel included){cpu_ms(ours_cpu, jobs):>9}"
           f"{cpu_ms(their_cpu, jobs):>16}")
-    print("unsafe floor, no sandbox (a child forked per run from a warm process, program and tests in it):")
-    for kind in ("stdlib", "pandas"):
-        f = [s for s, k in zip(floor_s, kinds) if k == kind]
-        print(f"  median per execution, {kind:7}{ms(f):>24}")
-    print(f"  throughput, {args.workers} parallel     {floor_tp:>21.1f} /s   (ours / floor: {ours_tp / floor_tp:.2f}; "
-          f"floor / theirs: {floor_tp / their_tp:.1f}x; passes {rates('floor')}; CPU per run {cpu_ms(floor_cpu, jobs)})")
-    print(f"unsafe ceiling, no fork and no isolation ({args.workers} warm processes, each running its jobs in itself):")
-    for kind in ("stdlib", "pandas"):
-        c = [s for s, k in zip(ceiling_s, kinds) if k == kind]
-        print(f"  median per execution, {kind:7}{ms(c):>24}")
-    print(f"  throughput, {args.workers} parallel     {ceiling_tp:>21.1f} /s   (ours / ceiling: {ours_tp / ceiling_tp:.2f}; "
-          f"ceiling / theirs: {ceiling_tp / their_tp:.1f}x; passes {rates('ceiling')}; CPU per run {cpu_ms(ceiling_cpu, jobs)})")
+    yardsticks = (
+        ("floor", "unsafe floor, no sandbox (a child forked per run from a warm process, program and tests in it)",
+         floor_s, floor_tp, floor_cpu),
+        ("ceiling", f"unsafe ceiling, no fork and no isolation ({args.workers} warm processes, each running its jobs in "
+         "itself)", ceiling_s, ceiling_tp, ceiling_cpu))
+    for side, title, seconds, rate, cpu in yardsticks:
+        print(f"{title}:")
+        for kind in ("stdlib", "pandas"):
+            print(f"  median per execution, {kind:7}{ms([s for s, k in zip(seconds, kinds) if k == kind]):>24}")
+        print(f"  throughput, {args.workers} parallel     {rate:>21.1f} /s   (ours / {side}: {ours_tp / rate:.2f}; "
+              f"{side} / theirs: {rate / their_tp:.1f}x; passes {rates(side)}; CPU per run {cpu_ms(cpu, jobs)})")
     agree = sum(a == b for a, b in zip(ours_v, their_v))
     print(f"verdict agreement: {agree}/{n} ({agree / n:.1%}); passes: ours {sum(ours_v)}, theirs {sum(their_v)}")
     for (task, program, _), a, b in zip(jobs, ours_v, their_v):

@@ -86,7 +86,7 @@ class Prefault:
     def rehearsed(cls, rehearse: Callable[[], object]) -> Prefault:
         """Fork a child that runs ``rehearse`` and then reads (``/proc/self/pagemap``) which of the resident pages
         it shared with this process it now holds a copy of: those pages. Empty where fork or ``/proc`` fail."""
-        shared = [run for low, high in _private_writable() for run in _resident(low, high)]
+        shared = [run for low, high, _ in _private_writable() for run in _resident(low, high)]
         read_fd, write_fd = os.pipe()
         try:
             pid = os.fork()
@@ -201,11 +201,11 @@ def _mappings() -> Iterator[tuple[int, int, str, str]]:
         yield low, high, fields[1], (fields[5] if len(fields) > 5 else "")
 
 
-def _private_writable() -> Iterator[tuple[int, int]]:
-    """Private, writable mappings, the kernel's own (``[vvar]``, ``[vdso]``) and the stack left out."""
+def _private_writable() -> Iterator[tuple[int, int, str]]:
+    """Private, writable mappings (start, end, name), the kernel's own (``[vvar]``, ``[vdso]``) and the stack left out."""
     for low, high, perms, name in _mappings():
         if perms.startswith("rw") and perms.endswith("p") and not name.startswith(("[v", "[stack")):
-            yield low, high
+            yield low, high, name
 
 
 def _resident(low: int, high: int) -> Iterator[tuple[int, int]]:
@@ -225,8 +225,8 @@ _RESIDENT_BIT = bytes(i & 1 for i in range(256))  # mincore's other bits are res
 
 def _heap_ranges() -> Iterator[tuple[int, int]]:
     """The 2 MiB-aligned parts of this process's private, writable, anonymous mappings (and ``[heap]``)."""
-    for low, high, perms, name in _mappings():
-        if not (perms.startswith("rw") and perms.endswith("p")) or name not in ("", "[heap]"):
+    for low, high, name in _private_writable():
+        if name not in ("", "[heap]"):
             continue
         start, end = (low + _HUGE - 1) & ~(_HUGE - 1), high & ~(_HUGE - 1)
         if end > start:
