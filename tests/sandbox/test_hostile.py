@@ -244,6 +244,18 @@ def test_signals_to_a_process_outside_the_run_fail(sandbox):
         outsider.wait()
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGALRM", "SIGUSR1"])
+def test_signals_to_every_process_the_program_sees_leave_the_judge_untouched(sandbox, sig):
+    # A judge that took one of these (KeyboardInterrupt, a default handler, an alarm) could stop its suite early
+    # and count the tests it never ran as none failed. Every test must still be judged on the wrong value.
+    signaller = (f"import os, signal\ndef task_func(x):\n    for pid in os.listdir('/proc'):\n"
+                 f"        if pid.isdigit() and int(pid) != os.getpid():\n"
+                 f"            try:\n                os.kill(int(pid), signal.{sig})\n"
+                 f"            except OSError:\n                pass\n    return -1\n")
+    result = assert_rejected(sandbox, signaller, "AssertionError: -1 != 4")
+    assert [t.outcome.value for t in result.tests] == ["failed", "failed"], texts(result)
+
+
 @pytest.mark.parametrize("call", ["unshare", "ptrace", "mount"])
 def test_namespace_tracing_and_mount_calls_are_refused(sandbox, call):
     need_full(sandbox, "seccomp")
