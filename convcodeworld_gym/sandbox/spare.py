@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import resource
+import select
 import shutil
 import signal
 import struct
@@ -101,7 +102,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         except OSError:
             pass
         os.close(ready_fd)
-    prefaulted_mb = prefault.while_idle(job_fd) / (1 << 20)
+    # A split spare also watches its program process: one that ended before the job (killed while it waited) would
+    # fail the job, so the spare ends first, and the worker, which sees it gone, makes another for the job.
+    watched = (job_fd,) if program_process is None else (job_fd, program_process[1].read_fd)
+    prefaulted_mb = prefault.while_idle(*watched) / (1 << 20)
+    if not _job_came_first(job_fd, watched):
+        os._exit(0)
     with os.fdopen(job_fd, "rb") as fh:
         data = fh.read()
     read_at = time.monotonic()
@@ -142,6 +148,15 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
         run_suite(result_fd, job.program + "\n" + job.test, module, test_class, token=token, tests=job.test,
                   stats=lambda: {"read_at": read_at, "prefaulted_mb": prefaulted_mb})
     os._exit(0)
+
+
+def _job_came_first(job_fd: int, watched: tuple[int, ...]) -> bool:
+    """Block until one of ``watched`` is readable or hung up: True if ``job_fd`` is among them (the job, or the
+    worker's end, has come), False if only another is (the program process's channel: that process ended)."""
+    waiting = select.poll()
+    for fd in watched:
+        waiting.register(fd, select.POLLIN | select.POLLHUP)
+    return job_fd in {fd for fd, _ in waiting.poll()}
 
 
 _FORK_ATTEMPTS = 50

@@ -15,7 +15,7 @@ preload and never holds a job), and answers :class:`~.messages.Ready`. Then, per
    became the slot's non-root uid with rlimits in a fresh work dir, closed every inherited descriptor, and
    waits for its job. In ``split`` mode it is the judge and has forked the program's process; in
    ``inprocess`` mode it runs program and tests itself. A spare made for another network or mode than
-   the job's is discarded and a new one made;
+   the job's, or one that ended (or refused) while it waited, is discarded and a new one made;
 3. reads the child's events under the time and output limits and answers one line, a
    :class:`~.messages.RunReply` (where the worker has a memory cgroup to itself, with the processes the
    OOM killer ended, :mod:`.confinement.cgroup`;
@@ -260,7 +260,7 @@ def _serve(inp: BinaryIO, out: BinaryIO, zygote: Zygote, confinement: Confinemen
                 if spare is not None:
                     _finish(spare)
                     spare = None
-            if spare is not None and (spare.network != network or spare.mode is not mode):
+            if spare is not None and (spare.network != network or spare.mode is not mode or spare.gone()):
                 _finish(spare)
                 spare = None
             used, spare = spare, None

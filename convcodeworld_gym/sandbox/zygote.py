@@ -184,6 +184,16 @@ class Spare:
                 times |= {"confine_s": confined - self.facts.forked, "program_fork_s": program - confined}
         return times
 
+    def gone(self) -> bool:
+        """Has this spare ended (or refused) before its job? Until its job comes, the spare alone holds the write
+        end of ``result_r`` (its program process closed its copy) and writes nothing there but a refusal, so that end
+        is readable now only if it ended (EOF) or refused. A spare killed while it waits (the OOM killer, a person)
+        is then discarded instead of being handed a job it would fail. Never blocks."""
+        try:
+            return self.result_r < 0 or bool(select.select([self.result_r], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
     def restore_priority(self, nice: int, wait_s: float = 10.0) -> bool:
         """For a ``lowered`` spare: wait until it is ready (it and its program process are at the lowest priority
         by then, waiting for the job), then give its process group the priority ``nice``. True if done (or the

@@ -10,6 +10,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from convcodeworld_gym.sandbox import SandboxExecutor
 
 from hostile_programs import SQUARE
@@ -86,3 +88,44 @@ def test_a_program_inherits_no_socket_so_it_cannot_reach_the_zygote():
     with SandboxExecutor(workers=1, cache=False, preload=()) as ex:
         result = ex.run(SQUARE, SOCKET_SPY)
     assert result.passed, (result.crash, [t.traceback for t in result.tests])
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (``Z``: ended, not yet reaped), or ``gone``."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _ended(pid: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if _state(pid) in ("Z", "gone"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("victim", ["spare", "its_program_process"])
+def test_a_spare_killed_while_it_waits_is_replaced_and_its_job_still_passes(victim):
+    # The OOM killer, or a person, may end a waiting spare (the judge) or its split program process. The job that
+    # comes next must not be handed to what is left of it: before, it failed ("killed by signal SIGKILL", or
+    # "SandboxError ... Broken pipe"), a correct program scored 0 for the machine's doing.
+    with SandboxExecutor(workers=1, cache=False, preload=()) as ex:
+        assert ex.run(SQUARE, SQUARE.ground_truth).passed
+        (zygote,) = _children(ex._workers[0].proc.pid)  # noqa: SLF001
+        time.sleep(0.5)  # the run is reaped and the next spare made
+        (spare,) = _spare_appears(zygote)
+        deadline = time.monotonic() + 10
+        while not _children(spare) and time.monotonic() < deadline:  # its program process, forked before it is ready
+            time.sleep(0.02)
+        (program,) = _children(spare)
+        time.sleep(0.1)  # ready and waiting for its job
+        os.kill(spare if victim == "spare" else program, signal.SIGKILL)
+        assert _ended(spare), _state(spare)  # a spare whose program process ended ends too
+        result = ex.run(SQUARE, SQUARE.ground_truth)
+        assert result.passed, (result.crash, [t.traceback for t in result.tests])
+        assert _state(spare) == "gone"  # discarded: reaped by the zygote
+        assert ex.run(SQUARE, SQUARE.ground_truth).passed

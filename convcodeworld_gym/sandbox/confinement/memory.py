@@ -113,11 +113,11 @@ class Prefault:
         pages.frombytes(data[: len(data) // 8 * 8])
         return cls(tuple(_chunks(sorted(pages))))
 
-    def while_idle(self, fd: int, after_s: float = IDLE_S) -> int:
-        """Once ``fd`` has stayed unreadable for ``after_s`` (the machine is between jobs, not busy with one after
+    def while_idle(self, *fds: int, after_s: float = IDLE_S) -> int:
+        """Once ``fds`` have stayed unreadable for ``after_s`` (the machine is between jobs, not busy with one after
         another), copy the chunks into this process (``MADV_POPULATE_WRITE``: each page's copy-on-write done
-        now), one at a time, until ``fd`` is readable or hung up (the job, or the end, has come) or all are done.
-        Returns the bytes copied. Run it at a low priority (see :func:`lowest_priority`); never fails.
+        now), one at a time, until one of ``fds`` is readable or hung up (the job, or an end, has come) or all are
+        done. Returns the bytes copied. Run it at a low priority (see :func:`lowest_priority`); never fails.
 
         The wait leaves jobs that come one after another alone: a spare whose job comes soon has no idle time to
         spend, and copying would then compete with the runs for the machine."""
@@ -125,7 +125,8 @@ class Prefault:
             return 0
         try:
             waiting = select.poll()
-            waiting.register(fd, select.POLLIN | select.POLLHUP)
+            for fd in fds:
+                waiting.register(fd, select.POLLIN | select.POLLHUP)
             madvise = confine.libc().madvise
             if waiting.poll(int(after_s * 1000)):
                 return 0
