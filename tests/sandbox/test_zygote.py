@@ -9,12 +9,16 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
 from convcodeworld_gym.sandbox import SandboxExecutor
 
 from hostile_programs import SQUARE
+
+T = TypeVar("T")
 
 
 def _children(pid: int) -> list[int]:
@@ -27,13 +31,16 @@ def _command(pid: int) -> str:
         return fh.read().replace(b"\0", b" ").decode(errors="replace")
 
 
-def _spare_appears(zygote: int, timeout_s: float = 10.0) -> list[int]:
+def _eventually(probe: Callable[[], T], timeout_s: float = 10.0) -> T:
+    """``probe()``'s first truthy answer within ``timeout_s`` (polled), else its last answer."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if spares := _children(zygote):
-            return spares
-        time.sleep(0.05)
-    return []
+    while not (answer := probe()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return answer
+
+
+def _spare_appears(zygote: int) -> list[int]:
+    return _eventually(lambda: _children(zygote))
 
 
 def test_the_worker_forks_only_its_zygote_and_every_run_is_the_zygotes_child():
@@ -99,15 +106,6 @@ def _state(pid: int) -> str:
         return "gone"
 
 
-def _ended(pid: int, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if _state(pid) in ("Z", "gone"):
-            return True
-        time.sleep(0.02)
-    return False
-
-
 @pytest.mark.parametrize("victim", ["spare", "its_program_process"])
 def test_a_spare_killed_while_it_waits_is_replaced_and_its_job_still_passes(victim):
     # The OOM killer, or a person, may end a waiting spare (the judge) or its split program process. The job that
@@ -118,13 +116,10 @@ def test_a_spare_killed_while_it_waits_is_replaced_and_its_job_still_passes(vict
         (zygote,) = _children(ex._workers[0].proc.pid)  # noqa: SLF001
         time.sleep(0.5)  # the run is reaped and the next spare made
         (spare,) = _spare_appears(zygote)
-        deadline = time.monotonic() + 10
-        while not _children(spare) and time.monotonic() < deadline:  # its program process, forked before it is ready
-            time.sleep(0.02)
-        (program,) = _children(spare)
+        (program,) = _eventually(lambda: _children(spare))  # its program process, forked before it is ready
         time.sleep(0.1)  # ready and waiting for its job
         os.kill(spare if victim == "spare" else program, signal.SIGKILL)
-        assert _ended(spare), _state(spare)  # a spare whose program process ended ends too
+        assert _eventually(lambda: _state(spare) in ("Z", "gone")), _state(spare)  # ends with its program process too
         result = ex.run(SQUARE, SQUARE.ground_truth)
         assert result.passed, (result.crash, [t.traceback for t in result.tests])
         assert _state(spare) == "gone"  # discarded: reaped by the zygote
