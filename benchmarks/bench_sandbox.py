@@ -201,8 +201,8 @@ def main() -> int:
             ours_s: list[float] = [0.0] * len(jobs)
             ours_r: list[ExecutionResult] = [None] * len(jobs)  # type: ignore[list-item]
             their_s, their_v, floor_s, ceiling_s = [0.0] * len(jobs), [False] * len(jobs), [0.0] * len(jobs), [0.0] * len(jobs)
-            groups = {kind: [i for i, job in enumerate(jobs) if job[2] == kind] for kind in picked}
-            for group in groups.values():
+            groups = [[i for i, job in enumerate(jobs) if job[2] == kind] for kind in picked]
+            for group in groups:
                 for i in group:
                     ours_s[i], ours_r[i] = timed(ex, *pairs[i])
                 for i in group:
@@ -218,7 +218,7 @@ def main() -> int:
             spaced_s: list[float] = [0.0] * len(jobs)
             spaced_r: list[ExecutionResult] = [None] * len(jobs)  # type: ignore[list-item]
             their_spaced_s: list[float] = [0.0] * len(jobs)
-            for group in groups.values():
+            for group in groups:
                 for i in group:
                     time.sleep(0.2)
                     spaced_s[i], spaced_r[i] = timed(ex, *pairs[i])
