@@ -317,6 +317,21 @@ def test_control_flow_exceptions_from_the_program_are_not_rebuilt(sandbox, progr
     assert [t.outcome.value for t in result.tests] == ["error", "error"], result.tests
 
 
+EXIT_FROM_A_THREAD = """import os, threading, time
+def task_func(x):
+    if x == 3:  # test_three runs first
+        return 9
+    threading.Timer(0.0, os._exit, (0,)).start()  # a clean exit, from another thread, while the judge waits
+    time.sleep(30)
+"""
+
+
+def test_a_program_that_exits_cleanly_from_a_thread_mid_suite_errs_the_test_it_left(sandbox):
+    # Exit code 0 and a closed channel must not read as the suite's end: the test left unanswered errs.
+    result = assert_rejected(sandbox, EXIT_FROM_A_THREAD, "exited with code 0")
+    assert {t.name: t.outcome.value for t in result.tests} == {"test_three": "passed", "test_two": "error"}, texts(result)
+
+
 # ----------------------------------------------------------------------------- stand-ins
 
 AXES_TESTS = """import unittest
