@@ -48,6 +48,8 @@ __all__ = ["emit", "run_suite", "TestGuard", "ControlFlowRefused", "NO_OUTCOME"]
 # unittest leaves frames of modules that set this out of a test's traceback: the guard's frame is not the program's.
 __unittest = True
 
+#: The name a test's failure text gives when the split judge refused an operation on a program object in it.
+REFUSED = "RefusedOperation"
 #: The text of a test that finished without reporting any outcome (it is not passed).
 NO_OUTCOME = "ControlFlowRefused: the test finished without reporting an outcome (no pass, failure, error or skip); it is not passed."
 
@@ -229,10 +231,12 @@ class _GuardedOutcome(unittest.case._Outcome):  # noqa: SLF001 - the one place u
 class _StreamingResult(unittest.TestResult):
     """Reports each test's outcome on the channel as soon as it is known."""
 
-    def __init__(self, fd: int, token: str, guard: TestGuard | None = None) -> None:
+    def __init__(self, fd: int, token: str, guard: TestGuard | None = None,
+                 refusals: Callable[[], list[str]] | None = None) -> None:
         super().__init__()
         self._send = lambda event: emit(fd, event, token)
         self.guard = guard
+        self._refusals = refusals
         self._current: dict[str, tuple[str, str]] = {}
         self._vouched: set[int] = set()
 
@@ -263,12 +267,17 @@ class _StreamingResult(unittest.TestResult):
 
     def startTest(self, test) -> None:  # noqa: N802 (unittest API)
         super().startTest(test)
+        if self._refusals is not None:
+            self._refusals()  # those met outside any test (a class fixture's) are not this test's
         self._send(Start(self._name(test)))
 
     def stopTest(self, test) -> None:  # noqa: N802
         super().stopTest(test)
         name = self._name(test)
         outcome, tb = self._current.pop(name, ("error", NO_OUTCOME))
+        refused = self._refusals() if self._refusals is not None else []
+        if refused and outcome in ("passed", "skipped"):  # the test caught the refusal: it still fails
+            outcome, tb = "failed", f"{REFUSED}: " + "\n".join(dict.fromkeys(refused))
         self._send(End(name, outcome, tb))
 
     def addSuccess(self, test) -> None:  # noqa: N802
@@ -334,8 +343,11 @@ class _StreamingResult(unittest.TestResult):
 
 def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: dict | None = None,
               *, token: str, tests: str | None = None, code: types.CodeType | None = None,
-              stats: Callable[[], dict] | None = None) -> None:
+              stats: Callable[[], dict] | None = None, refusals: Callable[[], list[str]] | None = None) -> None:
     """Exec ``source`` as module ``module_name`` (with ``inject`` preset in it), run ``test_class``, stream events.
+
+    ``refusals`` gives (and forgets) the operations the split judge refused on the program's objects since it
+    was last asked (:meth:`.standin.Peer.take_refusals`): a test that met one fails, even where it caught it.
 
     ``code`` is ``source`` already compiled (as ``<module_name>.py``), where the caller had the time;
     ``stats`` gives the numbers the ``done`` event carries (the split judge's round trips, the caller's
@@ -360,7 +372,7 @@ def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: d
         guard = TestGuard(list(suite), test_case, source if tests is None else tests)
         unittest.case._Outcome = _GuardedOutcome  # noqa: SLF001 - this process runs one suite, then exits
         loaded_at = _clock()
-        suite.run(_StreamingResult(fd, token, guard))
+        suite.run(_StreamingResult(fd, token, guard, refusals))
     except BaseException as exc:  # noqa: BLE001 - anything outside the tests is a crash, SystemExit included
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # drop this frame
         emit(fd, Crash("".join(traceback.format_exception(type(exc), exc, tb))), token)

@@ -330,13 +330,15 @@ class Connection(NamedTuple):
     started (None where it does not compile: :func:`._runner.run_suite` then reports why), the judge's
     round trips to the program so far (``stats``, :meth:`.standin.Peer.stats`), and ``times``: the
     ``time.monotonic()`` at which the program was sent to its process (``sent_at``) and its first answer came
-    (``ready_at``), for the run's stages (timings only)."""
+    (``ready_at``), for the run's stages (timings only); ``refusals``: the operations refused on the program's
+    objects since last asked (:meth:`.standin.Peer.take_refusals`), each of which fails the test that met it."""
 
     crash: str | None
     provided: dict[str, Any]
     code: types.CodeType | None = None
     stats: Callable[[], dict[str, float]] | None = None
     times: dict[str, float] | None = None
+    refusals: Callable[[], list[str]] | None = None
 
 
 def connect_program(channel: Channel, pid: int | None, program: str, module_name: str, entry_point: str,
@@ -406,7 +408,7 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
             continue
         wanted.append(name)
     provided.update(_fetch(peer, wanted))
-    return Connection(None, provided, code, peer.stats, times)
+    return Connection(None, provided, code, peer.stats, times, peer.take_refusals)
 
 
 def _fetch(peer: Peer, names: list[str]) -> dict[str, Any]:

@@ -137,7 +137,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
                     "read_at": read_at, "connected_at": connected_at, "prefaulted_mb": prefaulted_mb}
 
         run_suite(result_fd, source, module, test_class, connection.provided, token=token, code=connection.code,
-                  stats=stats)
+                  stats=stats, refusals=connection.refusals)
     else:
         if program_process is not None:
             pid, channel = program_process

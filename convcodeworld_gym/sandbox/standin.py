@@ -44,12 +44,13 @@ import time
 import traceback
 import types
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from .codec import DATA_ROOTS, Codec, CodecError, CodecLimits, Unsendable, dumps, loads
 from .result import cut_middle
 
-__all__ = ["Peer", "StandIn", "standin_class", "capabilities", "make_replica", "replicable", "RemoteError", "ProgramGone", "Channel", "MAX_ERROR_CHARS"]
+__all__ = ["Peer", "StandIn", "ProgramStandIn", "standin_class", "capabilities", "make_replica", "replicable", "RemoteError",
+           "RefusedOperation", "ProgramGone", "Channel", "MAX_ERROR_CHARS"]
 
 #: Longest exception argument or traceback text sent for one failure.
 MAX_ERROR_CHARS = 10_000
@@ -60,6 +61,22 @@ _READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module_
 _ARITHMETIC = tuple(f"__{p}{name}__" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
                                                    "and", "or", "xor", "lshift", "rshift") for p in ("", "r")) + (
     "__neg__", "__pos__", "__abs__", "__invert__", "__round__", "__trunc__", "__floor__", "__ceil__")
+#: What the judge never lets an object of the program's process answer: every arithmetic operation (both orders,
+#: unary, ``abs``, ``round``, ``divmod`` ...), since a test computes with it to compare (``abs(result - expected)``).
+_REFUSED_ARITHMETIC = _ARITHMETIC + ("__divmod__", "__rdivmod__")
+#: Methods by which a test compares a value it expected to be data with its own (``result.equals(expected)``,
+#: ``text.startswith(prefix)``): on an object of the program's process, the program would decide the comparison.
+_COMPARING_METHODS = frozenset({
+    "equals", "compare", "isin", "between", "eq", "ne", "lt", "le", "gt", "ge", "isclose", "allclose", "array_equal",
+    "array_equiv", "identical", "startswith", "endswith", "find", "rfind", "index", "rindex", "count", "issubset",
+    "issuperset", "isdisjoint", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__",
+    "__cmp__"})
+#: Protocols whose answer is an address in memory that a library in the judge would read (numpy's array interface,
+#: pandas' interchange, Arrow's and DLPack's capsules): a program must not point the judge at its own memory.
+_POINTER_PROTOCOLS = frozenset({
+    "__array_interface__", "__array_struct__", "__cuda_array_interface__", "__dataframe__", "__arrow_c_array__",
+    "__arrow_c_stream__", "__arrow_c_schema__", "__arrow_c_device_array__", "__dlpack__", "__dlpack_device__",
+    "__buffer__"})
 #: Protocol operations a stand-in forwards (the owner runs ``getattr(type(obj), op)(obj, *args)``).
 _OPS = frozenset({"__len__", "__iter__", "__next__", "__getitem__", "__setitem__", "__delitem__", "__bool__",
                   "__int__", "__float__", "__index__", "__complex__", "__str__", "__repr__", "__format__",
@@ -85,6 +102,12 @@ class ProgramGone(EOFError):
 
 class RemoteError(Exception):
     """The other side raised an exception this side cannot rebuild as its own class; the text says what it was."""
+
+
+class RefusedOperation(TypeError):
+    """The judge refused an operation on an object of the program's process whose answer would be the program's to
+    decide with the test's own values (arithmetic, a comparison method, a memory address): the test that met it
+    fails, even where it catches the exception (see :meth:`Peer.take_refusals`)."""
 
 
 # Bound once: a test may patch os.read, struct.pack, ... in the judge's own modules.
@@ -135,12 +158,13 @@ class StandIn:
     truth; its type carries the name of the claimed class, so ``str(type(ax))`` reads as in one process.
     """
 
-    __slots__ = ("_ccw_peer", "_ccw_handle", "_ccw_class", "__weakref__")
+    __slots__ = ("_ccw_peer", "_ccw_handle", "_ccw_class", "_ccw_label", "__weakref__")
 
-    def __init__(self, peer: Peer, handle: int, claimed: type | None) -> None:
+    def __init__(self, peer: Peer, handle: int, claimed: type | None, label: str = "") -> None:
         object.__setattr__(self, "_ccw_peer", peer)
         object.__setattr__(self, "_ccw_handle", handle)
         object.__setattr__(self, "_ccw_class", claimed)
+        object.__setattr__(self, "_ccw_label", label)  # the class the owner named, for messages only
 
     def _ccw_op(self, op: str, *args: Any) -> Any:
         return self._ccw_peer.request("op", self._ccw_handle, [op, list(args)])
@@ -232,6 +256,49 @@ _PROTOCOL: dict[str, Callable] = {
 }
 
 
+def _refuse(self: StandIn, what: str) -> NoReturn:
+    """Raise (and record, see :meth:`Peer.refuse`) the refusal of ``what`` on the program's object ``self``."""
+    label = object.__getattribute__(self, "_ccw_label") or "object"
+    raise object.__getattribute__(self, "_ccw_peer").refuse(
+        f"the program returned a {label!r} object where the test {what}; the judge never lets an object of the "
+        "program's process decide that with the test's values: return data (numbers, strings, lists, arrays, "
+        "DataFrames ...)")
+
+
+def _refusing(op: str) -> Callable:
+    def method(self: StandIn, *args: Any) -> NoReturn:
+        _refuse(self, f"computes with it ({op})")
+
+    method.__name__ = op
+    return method
+
+
+class ProgramStandIn(StandIn):
+    """A stand-in the judge holds for an object of the program's process.
+
+    It answers what the program may decide alone, with no value of the test's in hand: its attributes, calls
+    and indexing with the inputs the test chose to give it, conversions to data (``len``, ``bool``, ``float``,
+    ``str``, iteration). It refuses what would let the program see or answer for a value the test compares
+    against: every arithmetic operation (``abs(result - expected) < tol``, ``np.isclose``), the comparison
+    methods of data types (``result.equals(expected)``), and the memory-address protocols a library in the
+    judge would read (``__array_interface__``). A refusal raises :class:`RefusedOperation` and fails the
+    test even where the test catches it. The table, with the reasons, is in the README's threat model.
+    """
+
+    __slots__ = ()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _COMPARING_METHODS:
+            _refuse(self, f"compares with it ({name})")
+        if name in _POINTER_PROTOCOLS:
+            _refuse(self, f"reads it through {name}, a protocol that hands the judge a memory address")
+        return StandIn.__getattribute__(self, name)
+
+
+for _op in _REFUSED_ARITHMETIC:  # defined on the class, so that Python, numpy and an explicit ``obj.__sub__`` find them
+    setattr(ProgramStandIn, _op, _refusing(_op))
+
+
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 _CO_NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
 
@@ -250,6 +317,13 @@ def _builtin_class(obj: Any) -> bool:
     into objects (``type``, ``object`` ...)."""
     return (isinstance(obj, type) and getattr(builtins, getattr(obj, "__name__", ""), None) is obj
             and id(obj) not in _DENIED_BUILTINS)
+
+
+def _label(claim: Any) -> str:
+    """``module.qualname`` of the class the owner named for its object (for messages only), or ''."""
+    if isinstance(claim, list) and len(claim) == 2 and all(type(p) is str for p in claim):
+        return _clip(".".join(p for p in claim if p), 200)
+    return ""
 
 
 def _str_arg(args: list, i: int) -> str:
@@ -321,18 +395,22 @@ def capabilities(obj: Any) -> list[str]:
 _classes: dict[tuple, type] = {}
 
 
-def standin_class(claimed: type | None, caps: Any) -> type:
-    """The StandIn subclass with the protocol methods ``caps`` (others ignored), named after ``claimed``."""
-    wanted = tuple(sorted(c for c in caps if c in _PROTOCOL)) if isinstance(caps, list) else ()
+def standin_class(claimed: type | None, caps: Any, base: type[StandIn] = StandIn) -> type:
+    """The subclass of ``base`` with the protocol methods ``caps`` (others ignored), named after ``claimed``.
+
+    On a :class:`ProgramStandIn` (the judge's side) the arithmetic operations stay refused whatever ``caps`` says.
+    """
+    refused = _REFUSED_ARITHMETIC if base is ProgramStandIn else ()
+    wanted = tuple(sorted(c for c in caps if c in _PROTOCOL and c not in refused)) if isinstance(caps, list) else ()
     name = (claimed.__module__, claimed.__qualname__) if claimed is not None else ("", "StandIn")
-    key = (name, wanted)
+    key = (name, wanted, base)
     cls = _classes.get(key)
     if cls is None:
         if len(_classes) > 10_000:
             raise CodecError("too many kinds of stand-ins")
         namespace: dict[str, Any] = {name: _PROTOCOL[name] for name in wanted}
         namespace.update(__slots__=(), __module__=key[0][0] or __name__, __qualname__=key[0][1])
-        cls = _classes[key] = type(key[0][1].rpartition(".")[2], (StandIn,), namespace)
+        cls = _classes[key] = type(key[0][1].rpartition(".")[2], (base,), namespace)
     return cls
 
 
@@ -536,6 +614,23 @@ class Peer:
         self._depth = 0
         self.round_trips = 0  # this side's own requests (not those nested in serving the other side's)
         self.round_trip_s = 0.0
+        self._refusals: list[str] = []
+
+    # ------------------------------------------------------------------ refusals
+
+    def refuse(self, why: str) -> RefusedOperation:
+        """Record that the judge refused an operation on a program object (``why``), and the exception to raise."""
+        if len(self._refusals) < 100:
+            self._refusals.append(why)
+        exc = RefusedOperation(why)
+        # The test runner shows the test's own frames, then this text: none of the judge's (nor where it is installed).
+        exc.ccw_remote_traceback = f"{RefusedOperation.__name__}: {why}\n"  # type: ignore[attr-defined]
+        return exc
+
+    def take_refusals(self) -> list[str]:
+        """The refusals recorded since the last call (the test runner fails a test that met any)."""
+        taken, self._refusals = self._refusals, []
+        return taken
 
     # ------------------------------------------------------------------ exporting and importing
 
@@ -611,8 +706,10 @@ class Peer:
         if found is None:
             if len(self._standins) >= MAX_EXPORTS:
                 raise CodecError(f"more than {MAX_EXPORTS} objects crossed from the other process")
-            claimed = self._claim(args[2] if len(args) > 2 else None)
-            found = standin_class(claimed, args[3] if len(args) > 3 else [])(self, handle, claimed)
+            claim = args[2] if len(args) > 2 else None
+            claimed = self._claim(claim)
+            base = ProgramStandIn if self.strict else StandIn
+            found = standin_class(claimed, args[3] if len(args) > 3 else [], base)(self, handle, claimed, _label(claim))
             self._standins[handle] = found
         return found
 
