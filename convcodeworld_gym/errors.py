@@ -8,6 +8,7 @@ Holds:
     DatasetError         a task source cannot be found or read
     MalformedRecordError one record of a task file is wrong (names file, line, field)
     UnknownTaskError     a task id that is not in the loaded task set
+    LeftOutTaskError     a task id the task set left out on purpose (says why and how to get it back)
     FeedbackUnavailable  a feedback kind that is not configured
     ExecutorError        the executor itself failed (never raised for bad *model* code)
     SimulatorError       the LLM user simulator's endpoint failed after its retries (names endpoint and status)
@@ -26,6 +27,7 @@ __all__ = [
     "DatasetError",
     "MalformedRecordError",
     "UnknownTaskError",
+    "LeftOutTaskError",
     "FeedbackUnavailable",
     "ExecutorError",
     "SimulatorError",
@@ -61,6 +63,20 @@ class UnknownTaskError(ConvCodeWorldError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class LeftOutTaskError(UnknownTaskError):
+    """A task id was asked for that the task set left out on purpose: a default task set leaves out the tasks
+    whose needs the runtime lacks and those only an in-process judge can judge.
+
+    Caught as :class:`UnknownTaskError` (and ``KeyError``) like any id the set lacks. The message names the
+    task, the set, why it was left out and how to get it back; ``task_id`` and ``reason`` hold the id and
+    that explanation.
+    """
+
+    def __init__(self, message: str, task_id: str, reason: str) -> None:
+        super().__init__(message, task_id, reason)  # all in args, so that it pickles (vector env workers)
+        self.task_id, self.reason = task_id, reason
 
 
 class FeedbackUnavailable(ConvCodeWorldError, NotImplementedError):

@@ -1,15 +1,16 @@
-"""Task loading: real BigCodeBench and HumanEval, custom files, subsets, malformed records."""
+"""Task loading: real BigCodeBench and HumanEval, custom files, subsets, left-out tasks, malformed records."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import pickle
 from pathlib import Path
 
 import pytest
 
-from convcodeworld_gym.errors import DatasetError, MalformedRecordError, UnknownTaskError
-from convcodeworld_gym.tasks import Task, imported_modules, load_tasks, test_method_names
+from convcodeworld_gym.errors import DatasetError, LeftOutTaskError, MalformedRecordError, UnknownTaskError
+from convcodeworld_gym.tasks import Task, TaskSet, imported_modules, load_tasks, test_method_names
 
 
 def _record(task_id: str = "custom/0", **overrides) -> dict:
@@ -139,6 +140,31 @@ def test_subsets(humaneval):
     assert load_tasks(humaneval, ids=["HumanEval/3"]).ids == ("HumanEval/3",)
     with pytest.raises(ValueError):
         humaneval.subset(limit=-1)
+
+
+def test_a_set_remembers_what_it_left_out_and_says_why_when_asked_by_id(humaneval):
+    kept = humaneval.leave_out({"HumanEval/1": "reason one", "HumanEval/99999": "not in the set"})
+    assert len(kept) == 163 and "HumanEval/1" not in kept and kept.name == "humaneval"
+    assert kept.left_out == {"HumanEval/1": "reason one"}  # ids the set does not hold are ignored
+    again = kept.leave_out({"HumanEval/2": "reason two"})
+    assert again.ids == tuple(i for i in humaneval.ids if i not in ("HumanEval/1", "HumanEval/2"))
+    assert again.left_out == {"HumanEval/1": "reason one", "HumanEval/2": "reason two"}
+    with pytest.raises(LeftOutTaskError, match=r"^task id 'HumanEval/1' was left out of task set 'humaneval' \(162 tasks\): "
+                                               r"reason one$") as caught:
+        again["HumanEval/1"]
+    assert isinstance(caught.value, UnknownTaskError) and (caught.value.task_id, caught.value.reason) == ("HumanEval/1", "reason one")
+    for derived in (again.subset(limit=5), again.subset(stdlib_only=True), pickle.loads(pickle.dumps(again))):
+        assert derived.left_out == again.left_out
+        with pytest.raises(LeftOutTaskError, match="reason two"):
+            derived["HumanEval/2"]
+    with pytest.raises(LeftOutTaskError, match="reason one"):  # subset by id looks each id up
+        again.subset(ids=["HumanEval/0", "HumanEval/1"])
+    with pytest.raises(UnknownTaskError, match="is not in task set") as unknown:  # any other id: as before
+        again["HumanEval/99999"]
+    assert not isinstance(unknown.value, LeftOutTaskError)
+    assert humaneval.leave_out({}) is humaneval and again == TaskSet(again.tasks, name="humaneval")  # not compared
+    with pytest.raises(ValueError, match="holds tasks it says were left out: HumanEval/0"):
+        TaskSet(humaneval.tasks[:1], left_out={"HumanEval/0": "x"})
 
 
 def test_test_method_names_skip_helpers_and_duplicates():
