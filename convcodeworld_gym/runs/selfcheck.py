@@ -120,7 +120,7 @@ def run_selfcheck(tasks: TaskSet, executor: Executor, *, by_id: bool = False, li
     report = SelfCheckReport(chosen.name, len(chosen), sum(r.passed for r in results))
     if lacking and not by_id:
         report.left_out = lacking
-        report.advice = probe.install_advice(lacking.values(), any(t.source.startswith("bigcodebench") for t in tasks))
+        report.advice = probe.install_advice(lacking.values(), any(t.from_bigcodebench for t in tasks))
     for task, result in zip(chosen, results):
         mode = result.details.get("judge")
         if mode:

@@ -235,15 +235,26 @@ def nltk_download_command(python: str, resources: Iterable[str]) -> str:
 def select_runnable(tasks: TaskSet, probe: RuntimeProbe | None) -> tuple[TaskSet, dict[str, Lacking]]:
     """``tasks`` without those whose needs ``probe``'s runtime lacks, and what each left-out task lacks.
 
-    With no probe (a runtime that cannot be asked), every task is kept.
+    The set returned remembers each task it left out (:meth:`~convcodeworld_gym.tasks.TaskSet.leave_out`):
+    asked for by id, it raises :class:`~convcodeworld_gym.errors.LeftOutTaskError` naming what the runtime
+    lacks, the command that installs it, and ``task_ids=``. With no probe (a runtime that cannot be asked),
+    every task is kept.
     """
     if probe is None:
         return tasks, {}
     lacking = probe.lacking(tasks)
     if not lacking:
         return tasks, {}
-    kept = TaskSet(tuple(t for t in tasks if t.task_id not in lacking), name=tasks.name)
+    kept = tasks.leave_out({t.task_id: _why_left_out(t, lacking[t.task_id], probe) for t in tasks if t.task_id in lacking})
     return kept, lacking
+
+
+def _why_left_out(task: Task, lacking: Lacking, probe: RuntimeProbe) -> str:
+    """Why ``task`` was left out of a default set for what ``probe``'s runtime lacks, and how to get it back."""
+    return (f"the runtime {probe.python} lacks the {lacking.describe()} that it needs, so its tests cannot pass there. "
+            f"To play it, install: {probe.install_advice([lacking], task.from_bigcodebench)}; or ask for it by id "
+            f"(task_ids=[{task.task_id!r}]) to run it here anyway, where it cannot pass (info['missing_modules'] / "
+            "info['missing_data'] then name what it lacks).")
 
 
 def choose_tasks(tasks: TaskSet, probe: RuntimeProbe | None, *, by_id: bool, strict: bool = False
@@ -266,7 +277,7 @@ def choose_tasks(tasks: TaskSet, probe: RuntimeProbe | None, *, by_id: bool, str
         raise MissingRuntimeDependencies(
             f"{len(lacking)} of the {len(tasks)} tasks need what the runtime {probe.python} lacks: {shown}"
             f"{', ...' if len(lacking) > 5 else ''}. Install: "
-            f"{probe.install_advice(lacking.values(), any(t.source.startswith('bigcodebench') for t in tasks))}; "
+            f"{probe.install_advice(lacking.values(), any(t.from_bigcodebench for t in tasks))}; "
             "or pass strict_runtime=False to leave such tasks out of default task sets.")
     if by_id:
         return tasks, lacking
@@ -287,7 +298,7 @@ def summarize(lacking: Mapping[str, Lacking]) -> str:
 
 def left_out_warning(tasks: TaskSet, lacking: Mapping[str, Lacking], probe: RuntimeProbe) -> str:
     """One message: how many tasks were left out, which modules and data they need, and how to install them."""
-    bigcodebench = any(t.source.startswith("bigcodebench") for t in tasks if t.task_id in lacking)
+    bigcodebench = any(t.from_bigcodebench for t in tasks if t.task_id in lacking)
     return (f"left out {len(lacking)} of {len(tasks)} tasks of {tasks.name!r}: the runtime {probe.python} lacks what "
             f"they need ({summarize(lacking)}; tasks in brackets). Install: {probe.install_advice(lacking.values(), bigcodebench)}. "
             "Asked for by id (task_ids=), such a task still runs and info['missing_modules'] names what it lacks; "

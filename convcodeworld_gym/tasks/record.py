@@ -259,3 +259,16 @@ class Task:
     def stdlib_only(self) -> bool:
         """True when solution, tests and ``libs`` need only the standard library."""
         return not self.third_party_modules
+
+    @property
+    def from_bigcodebench(self) -> bool:
+        """True for a BigCodeBench task: its source says so (``load_tasks("bigcodebench")``) or its id is
+        BigCodeBench's (``BigCodeBench/<n>``, as in a copy loaded from a file, whose source is ``file:<name>``).
+        It decides advice only (the pinned BigCodeBench runtime for what the task lacks), never what is judged.
+
+        >>> Task("BigCodeBench/1", "", "def f():\\n", "f", "", "", source="file:BigCodeBench.jsonl.gz").from_bigcodebench
+        True
+        >>> Task("HumanEval/1", "", "def f():\\n", "f", "", "", source="humaneval:1.0").from_bigcodebench
+        False
+        """
+        return self.source.startswith("bigcodebench") or self.task_id.startswith("BigCodeBench/")
