@@ -76,7 +76,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             (a default set), tasks whose solution or tests need modules or NLTK data the executor's runtime
             lacks are left out, with one logged warning naming them and the install command; tasks asked
             for by id always stay, and ``info["missing_modules"]`` / ``info["missing_data"]`` name what they
-            lack (their execution feedback starts with a note saying so).
+            lack (their execution feedback starts with a note saying so). A default set remembers what it left
+            out and why (``env.tasks.left_out``): ``reset(options={"task_id": ...})`` for such a task raises
+            :class:`~convcodeworld_gym.errors.LeftOutTaskError` saying why and how to get it back.
         strict_runtime: raise :class:`~convcodeworld_gym.errors.MissingRuntimeDependencies` instead when any
             selected task needs what the runtime lacks.
         runtime: the interpreter the default executor runs programs with (a Python executable, a venv dir, or
@@ -225,6 +227,13 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
         The task is ``options["task_id"]``, or ``options["task_index"]``, or drawn from the
         env's seeded generator (the same seed gives the same task).
+
+        Raises:
+            ~convcodeworld_gym.errors.LeftOutTaskError: ``options["task_id"]`` names a task this env's default
+                set left out; the message says why (what the runtime lacks, or the judge's reason) and how to
+                get it back.
+            ~convcodeworld_gym.errors.UnknownTaskError: any other id the env's task set does not hold
+                (``LeftOutTaskError`` is one).
         """
         super().reset(seed=seed)
         self._task = self._choose_task(options or {})
