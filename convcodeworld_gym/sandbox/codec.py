@@ -7,7 +7,7 @@ public constructor of a fixed set of data types:
 * plain Python data: ``None``, bool, int (any size), float (nan and inf too), complex, str, bytes,
   bytearray, list, tuple, dict, set, frozenset, slice, range;
 * ``collections``: OrderedDict, defaultdict (a builtin factory), Counter, deque, and namedtuples
-  (rebuilt by :func:`collections.namedtuple` from their field names);
+  (rebuilt by :func:`collections.namedtuple` from their field names); ``array.array``;
 * datetime, date, time, timedelta, timezone, ``zoneinfo.ZoneInfo``, Decimal, Fraction, UUID, pure
   and concrete paths;
 * numpy arrays (numeric, bool, bytes/str, datetime64, timedelta64, structured without objects, and
@@ -23,6 +23,7 @@ an ``export`` hook (the stand-ins of :mod:`.standin`); without one, or past a li
 
 from __future__ import annotations
 
+import array
 import base64
 import collections
 import datetime
@@ -39,11 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Codec", "CodecLimits", "Unsendable", "CodecError", "dumps", "loads", "DATA_ROOTS"]
-
-#: Top-level modules whose classes are data here: a stand-in may never claim to be one of them.
-DATA_ROOTS = frozenset({"builtins", "numpy", "pandas", "datetime", "decimal", "fractions", "collections", "uuid",
-                        "pathlib", "zoneinfo", "pytz", "pyarrow"})
+__all__ = ["Codec", "CodecLimits", "Unsendable", "CodecError", "dumps", "loads"]
 
 
 class CodecError(ValueError):
@@ -280,6 +277,8 @@ class Codec:
             return ["dd", name, self._pairs(v, depth)]
         if t is collections.deque:
             return ["dq", self._seq(v, depth), v.maxlen]
+        if t is array.array:
+            return ["arr", v.typecode, _b64(v.tobytes())]
         np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
         if np is not None and isinstance(v, (np.ndarray, np.generic, np.dtype)):  # subclasses too, as the base type
             return self._enc_numpy(v, t, depth)
@@ -506,6 +505,15 @@ class Codec:
             return self._dict(a[1], depth, collections.defaultdict(factory))
         if tag == "dq":
             return collections.deque(self._items(a[0], depth), None if a[1] is None else _int(a[1]))
+        if tag == "arr":
+            if _str(a[0]) not in array.typecodes:
+                raise CodecError("malformed array")
+            made = array.array(a[0])
+            try:
+                made.frombytes(_unb64(a[1]))
+            except ValueError:
+                raise CodecError("malformed array") from None
+            return made
         if tag in ("nd", "ndo", "nds", "ma", "npv", "npdt"):
             return self._dec_numpy(tag, a, depth)
         if tag in ("df", "ser", "ri", "mi", "dti", "tdi", "ci", "ix", "cat", "dtz", "ea", "nat", "na", "ts", "ptd"):
