@@ -384,7 +384,7 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     def sync_in(state: dict[str, Any]) -> None:
         shared.apply(state)
 
-    peer = Peer(channel, strict=True, claim=class_policy(True, module_name),
+    peer = Peer(channel, strict=True, claim=class_policy(True),
                 exceptions=exceptions, sync_out=sync_out, sync_in=sync_in,
                 on_gone=_exit_text(pid))
     if "matplotlib" in roots:  # the tests import it anyway: now, so that its state can be shared first

@@ -11,7 +11,11 @@ the judge's, the mock's side effect calls back into the program, ...).
 
 What a stand-in never does, whichever side holds it: decide a comparison (``==``, ``!=`` and
 ``hash`` are identity; ``in`` iterates and compares the items, data, where the test runs), decide
-whether a ``with`` block swallows an exception, or carry code: only data and references cross.
+whether a ``with`` block swallows an exception, or carry code: only data and references cross. The
+judge's stand-ins of the program's objects (:class:`ProgramStandIn`) also refuse every operation that
+would hand the program a value the test compares against (arithmetic, comparison methods, memory
+addresses), and the library objects a test inspects do not cross as stand-ins at all: they are rebuilt
+in the judge (:mod:`.mirror`).
 
 Two things the judge hands over as themselves, never the other way: a builtin class (``int`` in an
 annotation), and a *replica* of each plain function of its own (a test's ``def`` or ``lambda``): a
@@ -29,7 +33,8 @@ never exports modules, frames, code, tracebacks or the builtins that reach into 
 (``setattr``, ``exec``, ``open`` ...). It rebuilds the program's exceptions only as classes it
 already has (builtins and the task's own imports, else their nearest such base), never
 ``unittest``'s, never a ``BaseException`` that is not an ``Exception``, and lets a stand-in claim a
-class for ``isinstance`` only when that class is a library's, already loaded, and not a data type.
+class for ``isinstance`` only when it is a builtin type that carries the program's own code (a function,
+a generator, an iterator): never a library's class on the program's word (:func:`class_policy`).
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
-from .codec import DATA_ROOTS, Codec, CodecError, CodecLimits, Unsendable, dumps, loads
+from .codec import Codec, CodecError, CodecLimits, Unsendable, dumps, loads
+from .mirror import MirrorRefused, Mirrors, mirrored, snapshot
 from .result import cut_middle
 
 __all__ = ["Peer", "StandIn", "ProgramStandIn", "standin_class", "capabilities", "make_replica", "replicable", "RemoteError",
@@ -319,6 +325,11 @@ def _builtin_class(obj: Any) -> bool:
             and id(obj) not in _DENIED_BUILTINS)
 
 
+def _claim_of(cls: type) -> list[str]:
+    """The ``[module, qualname]`` a side names for its object's class (a claim the other side may not grant)."""
+    return [getattr(cls, "__module__", "") or "", getattr(cls, "__qualname__", "") or ""]
+
+
 def _label(claim: Any) -> str:
     """``module.qualname`` of the class the owner named for its object (for messages only), or ''."""
     if isinstance(claim, list) and len(claim) == 2 and all(type(p) is str for p in claim):
@@ -506,11 +517,14 @@ def _typed(value: Any, kind: type | tuple[type, ...], op: str) -> Any:
     return value
 
 
-def class_policy(strict: bool, judge_module: str | None = None) -> Callable[[Any], type | None]:
+def class_policy(strict: bool) -> Callable[[Any], type | None]:
     """How a side turns a claimed ``(module, qualname)`` into a class for ``isinstance``, or None.
 
-    Strict (the judge): only a class of a library already loaded here, that is no data type (those
-    cross as data), no exception, and not of ``unittest``, this package or the test module.
+    Strict (the judge): only a builtin type that carries the program's own code (a function, a generator, an
+    iterator: a real one runs the program's code as much as one that only claims to be one). A library's class
+    is never granted on the program's word: its objects are rebuilt in the judge where the library is mirrored
+    (:mod:`.mirror`), and are no instances of it otherwise. The program's side grants the judge's claims of any
+    class it has loaded.
     """
 
     def resolve(claim: Any) -> type | None:
@@ -519,22 +533,13 @@ def class_policy(strict: bool, judge_module: str | None = None) -> Callable[[Any
         module, qualname = claim
         if module == "builtins" and qualname in _BUILTIN_NONDATA:
             return _BUILTIN_NONDATA[qualname]
-        root = module.split(".")[0]
-        if strict and (root in DATA_ROOTS or root in ("unittest", "convcodeworld_gym", "__main__") or module == judge_module):
-            return None
         mod = sys.modules.get(module)
-        if mod is None or "<" in qualname:
+        if strict or mod is None or "<" in qualname:
             return None
         obj: Any = mod
         for part in qualname.split("."):
-            if strict and part.startswith("_"):
-                return None
             obj = getattr(obj, part, None)
-        if not isinstance(obj, type):
-            return None
-        if strict and (issubclass(obj, (BaseException, int, float, complex, str, bytes)) or _is_data_class(obj)):
-            return None  # (a library's container subclass, matplotlib's BarContainer, may be claimed)
-        return obj
+        return obj if isinstance(obj, type) else None
 
     return resolve
 
@@ -543,17 +548,6 @@ _BUILTIN_NONDATA = {t.__qualname__: t for t in (
     types.GeneratorType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.CoroutineType,
     types.AsyncGeneratorType, map, filter, zip, enumerate, reversed, type(iter([])), type(iter(())), type(iter({})),
     type(iter(range(0))), type(iter("")), type({}.items()), type({}.keys()), type({}.values()))}
-
-
-def _is_data_class(cls: type) -> bool:
-    for root in ("numpy", "pandas"):
-        mod = sys.modules.get(root)
-        if mod is None:
-            continue
-        bases = (mod.ndarray, mod.generic) if root == "numpy" else (mod.DataFrame, mod.Series, mod.Index, mod.Timestamp)
-        if issubclass(cls, bases):
-            return True
-    return False
 
 
 def exception_policy(strict: bool, allowed_roots: Iterable[str] = ()) -> Callable[[str, str], type | None]:
@@ -615,6 +609,8 @@ class Peer:
         self.round_trips = 0  # this side's own requests (not those nested in serving the other side's)
         self.round_trip_s = 0.0
         self._refusals: list[str] = []
+        self._mirrors = Mirrors() if strict else None  # the judge's rebuilt library objects (see .mirror)
+        self._tagged: dict[int, Any] = {}  # the program's objects the judge mirrored, by tag (for the way back)
 
     # ------------------------------------------------------------------ refusals
 
@@ -649,6 +645,8 @@ class Peer:
     def _export_tree(self, obj: Any) -> Any:
         if isinstance(obj, StandIn) and object.__getattribute__(obj, "_ccw_peer") is self:
             return ["r", "yours", object.__getattribute__(obj, "_ccw_handle")]
+        if self._mirrors is not None and (tag := self._mirrors.tag_of(obj)) is not None:
+            return ["r", "tagged", tag]  # a mirror goes back as the program's original
         if type(obj) is types.FunctionType and id(obj) in self._replicas:
             return ["r", "yours", self._replicas[id(obj)]]
         if isinstance(obj, Unsendable):
@@ -666,8 +664,14 @@ class Peer:
                 finally:
                     self._describing.discard(handle)
         cls = type(obj)
-        claim = [getattr(cls, "__module__", "") or "", getattr(cls, "__qualname__", "") or ""]
+        claim = _claim_of(cls)
+        if not self.strict and mirrored(cls) and (data := snapshot(obj, self._tagged, self._reference)) is not None:
+            return ["r", "mirror", self.export(obj), claim, capabilities(obj), self.encode(data)]
         return ["r", "mine", self.export(obj), claim, capabilities(obj)]
+
+    def _reference(self, obj: Any) -> list:
+        """``[handle, claim, capabilities]``: the reference by which ``obj`` crosses inside a mirror."""
+        return [self.export(obj), _claim_of(type(obj)), capabilities(obj)]
 
     @staticmethod
     def _refused_export(obj: Any) -> bool:
@@ -691,12 +695,16 @@ class Peer:
                 "annotations": self.encode(dict(fn.__annotations__))}
 
     def _resolve(self, args: list) -> Any:
-        if args and args[0] in ("builtin", "fn"):
+        if args and args[0] in ("builtin", "fn", "tagged"):
             if self.strict:
                 raise CodecError("malformed reference")
             return self._resolve_given(args)
-        if not args or args[0] not in ("mine", "yours") or len(args) < 2 or type(args[1]) is not int:
+        if not args or args[0] not in ("mine", "yours", "mirror") or len(args) < 2 or type(args[1]) is not int:
             raise CodecError("malformed reference")
+        if args[0] == "mirror":
+            if not self.strict or len(args) != 5:
+                raise CodecError("malformed reference")
+            return self._rebuild_mirror(args)
         if args[0] == "yours":  # one of this side's own objects, coming back
             if args[1] not in self._exports:
                 raise CodecError("a reference to an object this side never exported")
@@ -713,10 +721,28 @@ class Peer:
             self._standins[handle] = found
         return found
 
+    def _rebuild_mirror(self, args: list) -> Any:
+        """The judge's side of a mirrored object (:mod:`.mirror`): rebuilt from its pickle, or, where the judge refuses
+        the pickle, a stand-in of the object whose class the judge does not grant (its label says why)."""
+        _, handle, claim, caps, data = args
+        try:
+            return self._mirrors.load(self.decode(data), self._resolve)  # type: ignore[union-attr]
+        except MirrorRefused as exc:
+            found = self._standins.get(handle)
+            if found is None:
+                label = f"{_label(claim)} (not rebuilt in the judge: {exc})"
+                found = standin_class(None, caps, ProgramStandIn)(self, handle, None, _clip(label, 400))
+                self._standins[handle] = found
+            return found
+
     def _resolve_given(self, args: list) -> Any:
-        """The program's side of what the judge hands over as itself: a builtin class, or a real function that
+        """The program's side of what the judge hands over as itself: a builtin class, a real function that
         forwards each call to the judge's (:func:`make_replica`), so ``inspect`` and ``types.FunctionType``
-        checks see a function with the judge's signature."""
+        checks see a function with the judge's signature, or one of its own objects the judge mirrored."""
+        if args[0] == "tagged":
+            if len(args) != 2 or type(args[1]) is not int or args[1] not in self._tagged:
+                raise CodecError("malformed reference")
+            return self._tagged[args[1]]
         if args[0] == "builtin":
             found = getattr(builtins, _str_arg(args, 1), None)
             if not _builtin_class(found):

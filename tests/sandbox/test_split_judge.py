@@ -8,6 +8,7 @@ pass as they do in one process.
 
 from __future__ import annotations
 
+import array
 import collections
 import datetime
 import decimal
@@ -51,6 +52,7 @@ DATA = [
     datetime.time(1, 2, 3), datetime.timedelta(days=-1, seconds=5), decimal.Decimal("1.10"), fractions.Fraction(3, 7),
     uuid.UUID(int=7), pathlib.Path("/a/b"), pathlib.PurePosixPath("x"), collections.OrderedDict(a=1),
     collections.Counter("aab"), collections.defaultdict(list, {1: [2]}), collections.deque([1, 2], maxlen=3),
+    array.array("d", [1.5, -2.0]), array.array("u", "hé"),
     np.float32(1.5), np.int64(3), np.bool_(True), np.datetime64("2020-01-01"), np.dtype("int32"),
     pd.Timestamp("2020-01-01 12:00", tz="US/Eastern"), pd.Timestamp("2020-01-01"), pd.Timedelta("1D"),
 ]
@@ -550,8 +552,10 @@ def test_in_process_judging_happens_only_on_request(sandbox):
 def test_env_leaves_out_tasks_only_an_in_process_judge_can_judge(sandbox, monkeypatch, caplog):
     from convcodeworld_gym import ConvCodeWorldEnv
     from convcodeworld_gym.sandbox import forgeable
+    from convcodeworld_gym.sandbox.profile import task_digest
 
-    monkeypatch.setitem(forgeable.SPLIT_UNJUDGEABLE, IN_PLACE.task_id, "read interpreter state the program changed")
+    monkeypatch.setitem(forgeable.SPLIT_UNJUDGEABLE, IN_PLACE.task_id,
+                        forgeable.Unjudgeable(task_digest(IN_PLACE), "whose tests read interpreter state the program changed"))
     with caplog.at_level("WARNING"):
         env = ConvCodeWorldEnv("CF-EF_full", dataset=[SQUARE, IN_PLACE], executor=sandbox)
     assert [t.task_id for t in env.tasks] == [SQUARE.task_id]
