@@ -47,7 +47,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .mirror_allowed import BOUND_BUILTIN_METHODS, DATA_ROOTS, MIRRORED_ROOTS, STDLIB, refusal
+from .mirror_allowed import BOUND_BUILTIN_METHODS, FUNCTIONS, MIRRORED_ROOTS, PLAIN_TYPES, refusal
 
 __all__ = ["MIRRORED_ROOTS", "mirrored", "snapshot", "Mirrors", "MirrorRefused", "MAX_SNAPSHOT_BYTES"]
 
@@ -70,23 +70,44 @@ def _tagged(tag: int, cls: type) -> Any:
     raise MirrorRefused("a tagged object is rebuilt only by the judge's unpickler")
 
 
-#: Where the code of an object inside a mirror may come from for it to be pickled as itself (else: by reference).
-_LIBRARY_ROOTS = MIRRORED_ROOTS | DATA_ROOTS | frozenset(sys.stdlib_module_names)
-
-
-def _programs_own(obj: Any) -> bool:
-    """Is ``obj`` the program's own code or an object of its classes (a lambda tick formatter, a helper, an
-    instance of a class it defined), which the judge cannot rebuild and gets as a stand-in instead?"""
-    if isinstance(obj, (types.FunctionType, types.MethodType, type)):
-        function = getattr(obj, "__func__", obj)
-        module = getattr(function, "__module__", None)
-        return not isinstance(module, str) or _root(module) not in _LIBRARY_ROOTS or "<" in str(function.__qualname__)
-    module = type(obj).__dict__.get("__module__")
-    return isinstance(module, str) and _root(module) not in _LIBRARY_ROOTS
+#: Types pickle writes itself: always in the pickle.
+_NATIVE = frozenset({int, float, complex, str, bytes, bytearray, bool, type(None), list, tuple, dict, set, frozenset,
+                     slice, range, type(Ellipsis), type(NotImplemented)})
 
 
 def _root(module: str) -> str:
     return module.split(".")[0]
+
+
+@functools.lru_cache(maxsize=4096)
+def _class_refused(cls: type) -> bool:
+    return refusal(str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")), cls) is not None
+
+
+def _by_reference(obj: Any) -> bool:
+    """Program side: does ``obj``, inside a mirror, cross as a reference (a stand-in in the judge) rather than in the
+    pickle? It does where the judge would not rebuild it (:func:`.mirror_allowed.refusal`): the program's own code
+    and objects (a lambda tick formatter, an instance of its class), an open file, a lock, a class no one has
+    reviewed. So a mirror degrades part by part instead of being refused whole. (A hint only: the judge decides.)"""
+    cls = type(obj)
+    if cls in _NATIVE or obj is _tagged or obj is getattr:
+        return False
+    if isinstance(obj, type):
+        return _class_refused(obj)
+    owner = getattr(obj, "__self__", None)
+    if isinstance(obj, (types.MethodType, types.BuiltinMethodType)) and owner is not None \
+            and not isinstance(owner, types.ModuleType):  # a bound method: pickled as getattr(owner, name)
+        name = str(getattr(obj, "__name__", ""))
+        if isinstance(owner, type):  # a class's own rebuilding function (zoneinfo's ZoneInfo._unpickle)
+            return _class_refused(owner) or (_root(str(owner.__module__)), f"{owner.__qualname__}.{name}") not in FUNCTIONS
+        if isinstance(obj, types.MethodType):  # a library method of an object the judge rebuilds
+            module = getattr(obj.__func__, "__module__", None)
+            return _by_reference(owner) or not isinstance(module, str) or _root(module) not in MIRRORED_ROOTS
+        return not (name in BOUND_BUILTIN_METHODS and (type(owner) in (list, dict, set) or not _class_refused(type(owner))))
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if callable(obj) and isinstance(module, str) and isinstance(name, str):  # a function: Python, C or Cython
+        return refusal(module, name, obj) is not None
+    return _class_refused(cls)
 
 
 class _Snapshotter(pickle.Pickler):
@@ -98,7 +119,7 @@ class _Snapshotter(pickle.Pickler):
         self.tagged, self.by_reference = tagged, by_reference
 
     def persistent_id(self, obj: Any) -> Any:
-        return ("ref", *self.by_reference(obj)) if obj is not _tagged and _programs_own(obj) else None
+        return ("ref", *self.by_reference(obj)) if _by_reference(obj) else None
 
     def reducer_override(self, obj: Any) -> Any:
         cls = type(obj)
@@ -191,8 +212,12 @@ def _method(obj: Any, name: Any) -> Any:
     if type(name) is not str or name.startswith("__"):
         raise MirrorRefused(f"the pickle reads attribute {str(name)[:40]!r}, which the judge refuses")
     cls = type(obj)
-    if name in BOUND_BUILTIN_METHODS and (cls in (list, dict, set) or cls.__name__ in STDLIB.get(cls.__module__, ())):
+    if name in BOUND_BUILTIN_METHODS and (cls in (list, dict, set) or cls.__name__ in PLAIN_TYPES.get(cls.__module__, ())):
         return getattr(obj, name)
+    if isinstance(obj, type):  # a class's own rebuilding function (zoneinfo's ZoneInfo._unpickle)
+        if _class_refusal(obj) is None and (_root(str(obj.__module__)), f"{obj.__qualname__}.{name}") in FUNCTIONS:
+            return getattr(obj, name)
+        raise MirrorRefused(f"the pickle reads {name!r} of class {obj.__qualname__}, which the judge refuses")
     if str(cls.__module__).split(".")[0] not in MIRRORED_ROOTS or _class_refusal(cls) is not None:
         raise MirrorRefused(f"the pickle reads {name!r} of a {cls.__qualname__} object, which the judge refuses")
     found = inspect.getattr_static(obj, name, None)

@@ -7,7 +7,7 @@ Runs in the judge. A global a pickle names is rebuilt only when it is, in a modu
   (:data:`DECIDING`: ``==``, ordering, arithmetic, numpy's dispatch), except those reviewed one by one in
   :data:`REVIEWED` (each answers only from the object's own data, and refuses an operand of another kind);
 * a class of numpy or pandas: the data types the codec rebuilds too, whose operations are their own;
-* one of the plain data types of :data:`STDLIB`;
+* one of the plain data types of :data:`PLAIN_TYPES` (the standard library's, and time zones');
 * one of the library functions of :data:`FUNCTIONS` (the rebuilding functions of numpy and pandas; callbacks a
   figure holds), each named by its library and its qualified name, so that the list holds across versions.
 
@@ -24,16 +24,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MIRRORED_ROOTS", "DATA_ROOTS", "STDLIB", "FUNCTIONS", "DECIDING", "REVIEWED", "BOUND_BUILTIN_METHODS",
+__all__ = ["MIRRORED_ROOTS", "DATA_ROOTS", "PLAIN_TYPES", "FUNCTIONS", "DECIDING", "REVIEWED", "BOUND_BUILTIN_METHODS",
            "refusal"]
 
 #: Top-level modules whose objects cross to the judge as mirrors.
 MIRRORED_ROOTS = frozenset({"matplotlib", "mpl_toolkits", "seaborn", "sklearn", "scipy", "statsmodels", "rsa", "bs4",
                             "wordcloud", "gensim", "folium", "branca", "PIL", "networkx", "shapely", "django"})
 #: Libraries of data types: their classes and constants are rebuilt as they pickle (the codec's own data types).
-DATA_ROOTS = frozenset({"numpy", "pandas", "pyarrow"})
-#: Plain data types of the standard library a pickle may name, by module.
-STDLIB: dict[str, frozenset[str]] = {
+DATA_ROOTS = frozenset({"numpy", "pandas", "pyarrow", "pytz"})
+#: Plain data types a pickle may name, by module: the standard library's, and time zones (not dateutil's ``tzfile``,
+#: which rebuilds by reading a file path).
+PLAIN_TYPES: dict[str, frozenset[str]] = {
     "builtins": frozenset({"object", "range", "slice", "complex", "set", "frozenset", "bytearray"}),
     "collections": frozenset({"OrderedDict", "defaultdict", "Counter", "deque"}),
     "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone"}),
@@ -44,6 +45,8 @@ STDLIB: dict[str, frozenset[str]] = {
     "_io": frozenset({"BytesIO", "StringIO"}),
     "itertools": frozenset({"count"}),
     "uuid": frozenset({"UUID"}),
+    "zoneinfo": frozenset({"ZoneInfo"}),
+    "dateutil.tz.tz": frozenset({"tzutc", "tzoffset"}),
 }
 #: Library functions a pickle may name: ``(top-level module, qualified name)``, in any module of that library.
 FUNCTIONS = frozenset({
@@ -52,6 +55,8 @@ FUNCTIONS = frozenset({
     ("pandas", "_unpickle_block"), ("pandas", "_new_Index"), ("pandas", "_new_PeriodIndex"),
     ("pandas", "_new_DatetimeIndex"), ("pandas", "_unpickle_timestamp"), ("pandas", "_unpickle_timedelta"),
     ("pandas", "__pyx_unpickle_NDArrayBacked"), ("pandas", "_unpickle_series_compat"),
+    # time zones by name: pytz's and zoneinfo's own rebuilding (a zone looked up in the judge's database)
+    ("pytz", "_p"), ("pytz", "_UTC"), ("zoneinfo", "ZoneInfo._unpickle"),
     # pyarrow's (the strings of pandas 3): each array it makes is validated in full (see .mirror)
     ("pyarrow", "_restore_array"), ("pyarrow", "py_buffer"), ("pyarrow", "type_for_alias"),
     # an iterator over a list, or over a callable until a sentinel (a file response's content, read as it streams)
@@ -88,8 +93,17 @@ REVIEWED = frozenset({
     "django.http.response.HttpResponseBase.__contains__",
     # False for an operand that is no Mapping; else both lower-cased into dicts and compared
     "django.utils.datastructures.CaseInsensitiveMapping.__eq__",
+    # False for an operand of another class; else mode, size, info, palette and pixel bytes compared
+    "PIL.Image.Image.__eq__",
+    # the image's own pixel bytes (data, not an address) with a shape from its mode and size; numpy checks the size
+    "PIL.Image.Image.__array_interface__",
+    # False for an operand without a tag's name, attributes and contents; else those compared; membership of its
+    # own contents
+    "bs4.element.Tag.__eq__", "bs4.element.Tag.__ne__", "bs4.element.Tag.__contains__",
+    # False for an operand that is no key of that kind; else the numbers compared
+    "rsa.key.PublicKey.__eq__", "rsa.key.PublicKey.__ne__", "rsa.key.PrivateKey.__eq__", "rsa.key.PrivateKey.__ne__",
 })
-#: Methods of plain containers and of :data:`STDLIB` types a pickle may bind (an artist's ``_remove_method`` is its
+#: Methods of plain containers and of :data:`PLAIN_TYPES` a pickle may bind (an artist's ``_remove_method`` is its
 #: parent's ``list.remove``; a file response closes its ``BytesIO``).
 BOUND_BUILTIN_METHODS = frozenset({"remove", "close"})
 
@@ -116,7 +130,7 @@ def refusal(module: str, name: str, found: Any) -> str | None:
     """Why the judge will not rebuild ``found``, the global ``module.name`` of a pickle, or None when it may."""
     root = _root(module)
     if isinstance(found, type):
-        if root in DATA_ROOTS or name in STDLIB.get(module, ()):
+        if root in DATA_ROOTS or name in PLAIN_TYPES.get(module, ()):
             return None
         if root not in MIRRORED_ROOTS:
             return f"{module}.{name} is no class of a mirrored library"

@@ -12,7 +12,10 @@ Run it with the runtime's interpreter, from the repository root:
 
     /path/to/runtime/bin/python envs/bigcodebench/mirror_survey.py BigCodeBench.jsonl.gz > survey.jsonl
 
-Each task runs in a subprocess of its own (a crash or hang costs only that task: 120 s at most).
+Each task runs in a subprocess of its own (a crash or hang costs only that task: 120 s at most). The canonical
+solutions and their tests run **unconfined**: they write where they like (one creates ``/non/existent/path``, which
+then fails BigCodeBench/288 and 350 in every later run on that machine). Run it as an unprivileged user or in a
+throwaway container; as root it refuses unless ``--allow-root`` is given.
 """
 
 from __future__ import annotations
@@ -145,6 +148,9 @@ def main() -> None:
     if sys.argv[1:] == ["--child"]:
         child(sys.stdin.read())
         return
+    if os.geteuid() == 0 and "--allow-root" not in sys.argv:
+        sys.exit("mirror_survey: this runs canonical solutions unconfined and they write outside their directory; "
+                 "run it as an unprivileged user or in a throwaway container (or pass --allow-root there)")
     with gzip.open(sys.argv[1], "rt") as fh:
         tasks = [json.loads(line) for line in fh]
     wanted = tasks[int(os.environ.get("SURVEY_FROM", "0")):int(os.environ.get("SURVEY_TO", len(tasks)))]
