@@ -62,10 +62,10 @@ _FORK = "whose tests' mocks are called from processes the program forks (multipr
 _CLASS = "whose tests inspect a class the program defines as a class (issubclass)"
 _APPCTX = "whose programs need a Flask application or request context the tests set up in the judge"
 _CHANGE = "whose tests hand the program a library object to change in place (a Flask app's config)"
-_MEMBERSHIP = ("whose tests ask a library object the program returned whether it holds a key ('UUID' in a Django "
-               "response), which only the object could answer and a stand-in never decides")
+_UNMIRRORED = ("whose tests check the class of a library object the judge cannot rebuild from data (a Flask app, whose "
+               "views need the program's request context; a Keras model, which unpickles by loading code): granted on "
+               "the program's word, a class claim would be forgeable (see sandbox/mirror.py)")
 _NATIVE = "whose values are library objects native code needs as themselves (geopandas geometries, cryptography keys)"
-_PRIVATE = "whose programs draw on a matplotlib object the tests made (reading its private attributes)"
 _FAKEFS = "whose tests fake the file system in the judge (pyfakefs), so the program's file descriptors are not there"
 _SEEDED = ("whose tests draw their data from the random stream the program reseeded in an earlier test (in one module "
            "the program's seed reaches the tests; split, it never does, so that no program can steer what they draw)")
@@ -75,18 +75,26 @@ _SEEDED = ("whose tests draw their data from the random stream the program resee
 #: The 20 others of the first list (sys.path, rcParams and Django settings the tests share with the program;
 #: the tests' functions inspected by the program; returned arguments; pytz zones; exceptions' attributes;
 #: http.cookies' dicts) pass split since the split judge shares them (see :mod:`.shared` and :mod:`.standin`).
+#: Since 2026-12-03 (issue 28) library objects are rebuilt in the judge (:mod:`.mirror`): 183 (a Django response
+#: asked whether it holds a header) and 337 (a program that draws on the tests' axes) pass split, and the six whose
+#: tests check the class of an object that cannot be rebuilt (Flask apps, Keras models) are listed.
 SPLIT_UNJUDGEABLE: dict[str, Unjudgeable] = {
     "BigCodeBench/205": Unjudgeable("1824a3e709a89da0d30fe1ea5750fc38-2f4888a467486ccf", _FORK),
     "BigCodeBench/273": Unjudgeable("801f10b9c4990c829dfc22c876c48ed7-e9a052c6c5a3832e", _CLASS),
     "BigCodeBench/80": Unjudgeable("3a8491c1467366f01eee16f295626ddc-4995b229dc69be6e", _APPCTX),
     "BigCodeBench/413": Unjudgeable("2f22fc9f8fc8b8ab989e13b9059eab9a-a768fd2dbbc039e9", _CHANGE),
-    "BigCodeBench/183": Unjudgeable("d9dbf4d33981d4b5f1038952e4220ee5-721ac41310e9da26", _MEMBERSHIP),
     "BigCodeBench/187": Unjudgeable("1f78c25069fa382cdea3a6e769bbf5f9-b06a92bffbcd5c8d", _NATIVE),
     "BigCodeBench/534": Unjudgeable("a29e38e93015a04410fab79d7cde769c-488848425197b255", _NATIVE),
-    "BigCodeBench/337": Unjudgeable("33e288993d70c93f800626920f71830b-351d2db7d2540850", _PRIVATE),
     "BigCodeBench/719": Unjudgeable("027d040f1b3f01bc2df78a5c7992fb6e-2098906e48781e21", _FAKEFS),
     # since 2026-12-02: the random states cross judge to program only
     "BigCodeBench/93": Unjudgeable("3d3a50bd6a4129120e297f6fe5190f63-2c3bf95bca1a473d", _SEEDED),
+    # since 2026-12-03: a stand-in's class claim is no longer granted
+    "BigCodeBench/81": Unjudgeable("4a65c81c22df447d28a8c09aa895449c-24b3c510bc5c4f8a", _UNMIRRORED),
+    "BigCodeBench/82": Unjudgeable("ae26a044748b0be23f8d1d5d5f677dc5-f06477686e5c5d45", _UNMIRRORED),
+    "BigCodeBench/83": Unjudgeable("7e916fe50b6ac4a47616874711dbe0e7-c37a19375c3c6436", _UNMIRRORED),
+    "BigCodeBench/417": Unjudgeable("a99545e8f48cbee1b80e70a3ee055aa4-9e332f50a03de83d", _UNMIRRORED),
+    "BigCodeBench/418": Unjudgeable("b4a66a662db0b2ee00fbe5f81d2dc787-7379aa15f7e50b7d", _UNMIRRORED),
+    "BigCodeBench/419": Unjudgeable("ecda3eeb40023e4538232cdee35a8e07-20b77dea8e17c9c9", _UNMIRRORED),
 }
 
 
