@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copyreg
 import functools
+import gc
 import inspect
 import io
 import pickle
@@ -47,7 +48,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .mirror_allowed import BOUND_BUILTIN_METHODS, FUNCTIONS, MIRRORED_ROOTS, PLAIN_TYPES, refusal
+from .mirror_allowed import BOUND_BUILTIN_METHODS, FUNCTIONS, MIRRORED_ROOTS, PLAIN_TYPES, POINTER_PROTOCOLS, refusal
 
 __all__ = ["MIRRORED_ROOTS", "mirrored", "snapshot", "Mirrors", "MirrorRefused", "MAX_SNAPSHOT_BYTES"]
 
@@ -178,7 +179,7 @@ class Mirrors:
         unpickler = _Unpickler(io.BytesIO(data), self, by_reference)
         try:
             rebuilt = unpickler.load()
-            _refuse_shadowing(rebuilt, unpickler.references)
+            _refuse_hidden_state(rebuilt, unpickler.references)
             return rebuilt
         except MirrorRefused:
             raise
@@ -263,39 +264,40 @@ class _Unpickler(pickle.Unpickler):
         return found
 
 
-#: The most objects :func:`_refuse_shadowing` walks in one mirror (a larger one is refused).
+#: The most objects :func:`_refuse_hidden_state` walks in one mirror (a larger one is refused).
 _MAX_WALK = 500_000
+#: What the walk does not enter: the library itself (classes, modules, functions, code), never rebuilt by a pickle.
+_NOT_WALKED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.CodeType,
+               types.FrameType, types.CellType, str, bytes, int, float, complex, bool)
 
 
-def _refuse_shadowing(root: Any, references: dict[int, Any]) -> None:
-    """Refuse a mirror in which an object's own attribute shadows a method of its class with the program's code
-    (``ax.get_title = lambda: 'Counts'``, ``frame.equals = ...``): the test would call the program where it calls
-    the library. The library's own callables there (pandas' ``format_coord`` partial) are left as they are."""
-    if not references:
-        return
+def _refuse_hidden_state(root: Any, references: dict[int, Any]) -> None:
+    """Refuse a mirror whose objects hold, in their own dicts, what would make the judge's library ask the program or
+    read memory: the program's code in place of a method of their class (``ax.get_title = lambda: 'Counts'``,
+    ``frame.equals = ...``: the test would call the program where it calls the library, with its own values), or a
+    memory-address protocol (an ``__array_interface__`` dict that numpy would follow). Walks everything the pickle
+    built: containers, objects' dicts and slots, numpy object arrays, pandas' blocks (by ``gc.get_referents``), not
+    into classes, modules or functions. The library's own callables there (pandas' ``format_coord`` partial) stay."""
     seen: set[int] = set()
     todo = [root]
     while todo:
         obj = todo.pop()
-        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, type)) or id(obj) in references:
+        if id(obj) in seen or id(obj) in references or isinstance(obj, _NOT_WALKED):
             continue
         seen.add(id(obj))
         if len(seen) > _MAX_WALK:
             raise MirrorRefused("the object holds too many objects to check")
-        if isinstance(obj, (list, tuple, set, frozenset)):
-            todo.extend(obj)
-            continue
-        if isinstance(obj, dict):
-            todo.extend(obj.keys())
-            todo.extend(obj.values())
-            continue
-        own = getattr(obj, "__dict__", None)
-        if type(own) is not dict:
-            continue
-        for name, value in own.items():
-            if _is_programs(value, references) and callable(inspect.getattr_static(type(obj), str(name), None)):
-                raise MirrorRefused(f"the program put its own code in place of {type(obj).__qualname__}.{name}")
-            todo.append(value)
+        own = getattr(obj, "__dict__", None) if not isinstance(obj, dict) else None
+        if type(own) is dict:
+            for name, value in own.items():
+                if name in POINTER_PROTOCOLS:
+                    raise MirrorRefused(f"the program put {name} in a {type(obj).__qualname__} object's own state")
+                if (references and _is_programs(value, references)
+                        and callable(inspect.getattr_static(type(obj), str(name), None))):
+                    raise MirrorRefused(f"the program put its own code in place of {type(obj).__qualname__}.{name}")
+        if getattr(getattr(obj, "dtype", None), "hasobject", False) and hasattr(obj, "ravel"):
+            todo.extend(obj.ravel(order="K").tolist()[:_MAX_WALK])  # a numpy object array: its items
+        todo.extend(gc.get_referents(obj))
 
 
 def _is_programs(value: Any, references: dict[int, Any]) -> bool:

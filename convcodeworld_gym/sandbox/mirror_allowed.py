@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MIRRORED_ROOTS", "DATA_ROOTS", "PLAIN_TYPES", "FUNCTIONS", "DECIDING", "REVIEWED", "BOUND_BUILTIN_METHODS",
+__all__ = ["MIRRORED_ROOTS", "DATA_ROOTS", "PLAIN_TYPES", "FUNCTIONS", "POINTER_PROTOCOLS", "DECIDING", "REVIEWED", "BOUND_BUILTIN_METHODS",
            "refusal"]
 
 #: Top-level modules whose objects cross to the judge as mirrors.
@@ -66,6 +66,13 @@ FUNCTIONS = frozenset({
     ("matplotlib", "Axis._format_with_dict"), ("matplotlib", "_remove_cbar_axes"), ("pandas", "_format_coord"),
     ("pandas", "_daily_finder"),
 })
+#: Protocols whose answer is an address in memory that a library in the judge would read (numpy's array interface,
+#: pandas' interchange, Arrow's and DLPack's capsules): a program must never point the judge at memory, neither through
+#: a stand-in (see .standin) nor through the state of a mirror (an ``__array_interface__`` in an object's own dict).
+POINTER_PROTOCOLS = frozenset({
+    "__array_interface__", "__array_struct__", "__cuda_array_interface__", "__dataframe__", "__arrow_c_array__",
+    "__arrow_c_stream__", "__arrow_c_schema__", "__arrow_c_device_array__", "__dlpack__", "__dlpack_device__",
+    "__buffer__"})
 #: The operations by which a test compares a value with its own: an object that defines one would decide it.
 DECIDING = frozenset(
     {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__array_ufunc__", "__array_function__",

@@ -53,6 +53,7 @@ from typing import Any, NoReturn
 
 from .codec import Codec, CodecError, CodecLimits, Unsendable, dumps, loads
 from .mirror import MirrorRefused, Mirrors, mirrored, snapshot
+from .mirror_allowed import POINTER_PROTOCOLS
 from .result import cut_middle
 
 __all__ = ["Peer", "StandIn", "ProgramStandIn", "standin_class", "capabilities", "make_replica", "replicable", "RemoteError",
@@ -77,12 +78,6 @@ _COMPARING_METHODS = frozenset({
     "array_equiv", "identical", "startswith", "endswith", "find", "rfind", "index", "rindex", "count", "issubset",
     "issuperset", "isdisjoint", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__",
     "__cmp__"})
-#: Protocols whose answer is an address in memory that a library in the judge would read (numpy's array interface,
-#: pandas' interchange, Arrow's and DLPack's capsules): a program must not point the judge at its own memory.
-_POINTER_PROTOCOLS = frozenset({
-    "__array_interface__", "__array_struct__", "__cuda_array_interface__", "__dataframe__", "__arrow_c_array__",
-    "__arrow_c_stream__", "__arrow_c_schema__", "__arrow_c_device_array__", "__dlpack__", "__dlpack_device__",
-    "__buffer__"})
 #: Protocol operations a stand-in forwards (the owner runs ``getattr(type(obj), op)(obj, *args)``).
 _OPS = frozenset({"__len__", "__iter__", "__next__", "__getitem__", "__setitem__", "__delitem__", "__bool__",
                   "__int__", "__float__", "__index__", "__complex__", "__str__", "__repr__", "__format__",
@@ -296,7 +291,7 @@ class ProgramStandIn(StandIn):
     def __getattribute__(self, name: str) -> Any:
         if name in _COMPARING_METHODS:
             _refuse(self, f"compares with it ({name})")
-        if name in _POINTER_PROTOCOLS:
+        if name in POINTER_PROTOCOLS:
             _refuse(self, f"reads it through {name}, a protocol that hands the judge a memory address")
         return StandIn.__getattribute__(self, name)
 

@@ -286,7 +286,39 @@ def test_the_programs_code_in_place_of_a_method_is_refused():
     state = frame.__getstate__()
     frame.__getstate__ = lambda: {**state, "equals": lambda other: True}
     with pytest.raises(MirrorRefused, match="in place of DataFrame.equals"):
-        _load(snapshot([ax.figure, frame], {}, program.reference))
+        _load(snapshot([plt.subplots()[0], frame], {}, program.reference))
+    plt.close("all")
+
+
+def test_a_memory_address_in_a_rebuilt_objects_own_state_is_refused():
+    """numpy reads ``__array_interface__`` from an object's own dict: a pickle that puts one there (with an address
+    in the judge's memory, where the test's expected array may lie) on the object a line returns as its data would
+    make ``np.asarray(line.get_ydata())`` read the judge's memory. No program code is in it: plain data."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    from matplotlib.transforms import Bbox
+
+    fig, ax = plt.subplots()
+    line, = ax.plot([1, 2], [3, 4])
+    holder = Bbox([[0, 0], [1, 1]])
+    holder.__dict__["__array_interface__"] = {"data": (8, True), "shape": (2,), "typestr": "<f8", "version": 3}
+    line._y = holder
+    with pytest.raises(MirrorRefused, match="__array_interface__ in a Bbox object's own state"):
+        _load(snapshot(ax, {}, _Program().reference))
+    plt.close("all")
+
+
+def test_the_programs_code_is_found_wherever_the_pickle_put_it():
+    """Inside a numpy object array inside a mirror, a DataFrame whose ``equals`` is the program's."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    fig, ax = plt.subplots()
+    frame = pd.DataFrame({"a": [1.0]})
+    state = frame.__getstate__()
+    frame.__getstate__ = lambda: {**state, "equals": lambda other: True}
+    held = np.empty(1, dtype=object)
+    held[0] = frame
+    ax.held = held
+    with pytest.raises(MirrorRefused, match="in place of DataFrame.equals"):
+        _load(snapshot(ax, {}, _Program().reference))
     plt.close("all")
 
 
