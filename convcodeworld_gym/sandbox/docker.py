@@ -324,7 +324,10 @@ class DockerExecutor(SandboxExecutor):
             pandas and matplotlib, each skipped by the worker where the image lacks it).
 
     Contract: the program under test can never make ``run`` raise; a worker or container that dies is
-    replaced and the run it was doing comes back failed with the reason. ``run`` raises
+    replaced and the run it was doing is retried once in a fresh container (``details["retried"]`` names the
+    loss); lost again, the run comes back :meth:`~.result.ExecutionResult.lost` (``infra_error``: no verdict on
+    the program). A run whose own processes the kernel's OOM killer ended at the container's memory limit is
+    the program's failure (``limits_hit`` has ``"memory_limit"``). ``run`` raises
     :class:`ExecutorError` when the engine fails (a container cannot be started); construction raises
     :class:`DockerUnavailable` when the engine or image is missing. ``close()`` removes every
     container. An instance belongs to the process that created it: for ``AsyncVectorEnv`` pass a factory.

@@ -177,6 +177,10 @@ class RunReply:
         stages: seconds per stage of the run (``details["stages"]``); empty where none was timed.
         oom_kills: processes of the run the kernel's OOM killer ended (counted where the worker has its own
             memory cgroup).
+        lost: None, or why the sandbox lost this run before any of the program's code could run: no spare could
+            be made for it, or its spare refused before it was ready (see :func:`.worker._lost_before_ready`).
+            The worker alone says so, from what it saw, never from what the run wrote; the executor retries
+            such a run on a fresh worker.
 
     >>> reply = RunReply((Start("test_a"), End("test_a", "passed", ""), Done()), None, "ended", 0.5)
     >>> reply_from_wire(reply.to_wire()) == reply
@@ -189,6 +193,7 @@ class RunReply:
     run_s: float | None = None
     stages: dict[str, float] = field(default_factory=dict)
     oom_kills: int = 0
+    lost: str | None = None
 
     def to_wire(self) -> bytes:
         return _dumps({**_fields_of(self), "events": [event.message() for event in self.events]})
@@ -229,8 +234,10 @@ def reply_from_wire(data: bytes | str) -> Reply:
         if event is None:
             raise ValueError(f"a worker's reply holds an event that {why}: {item!r:.200}")
         events.append(event)
+    lost = message.get("lost")
     return RunReply(tuple(events), message["stop_reason"], message["exit_desc"], message.get("run_s"),
-                    dict(message.get("stages") or {}), int(message.get("oom_kills") or 0))
+                    dict(message.get("stages") or {}), int(message.get("oom_kills") or 0),
+                    str(lost) if lost is not None else None)
 
 
 # ----------------------------------------------------------------------------- test runner -> collector

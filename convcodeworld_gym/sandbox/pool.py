@@ -2,7 +2,7 @@
 
 Holds:
     SandboxExecutor   the confined, pooled :class:`~.executor.Executor` (the environment's default)
-    WorkerDied        raised internally when a worker stops answering (the run comes back failed)
+    WorkerDied        raised internally when a worker stops answering (the run is retried on a fresh worker)
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .judge import judge_facts, judge_source
 from .judge_policy import Mode, calibration_modes, check_judge, flagged_constructs, refusal, run_mode
 from .launch import Launcher, LocalLauncher, WorkerProcess
 from .local import MODULE_NAME, assemble
-from .messages import Crash, Job, Ready, Reply, RunReply, WorkerConfig, WorkerFailed, reply_from_wire
+from .messages import Job, Ready, Reply, RunReply, WorkerConfig, WorkerFailed, reply_from_wire
 from .profile import IMPORT_PROFILES, ProfileStore, TaskProfile, TimePolicy, import_profile, profile_for, profile_key
 from .result import ExecutionResult
 from .needs import Lacking, RuntimeProbe
@@ -51,6 +51,11 @@ def _judge_facts(prelude: str, test: str) -> dict[str, Any]:
 
 class WorkerDied(Exception):
     """A worker exited or stopped answering during a run."""
+
+
+class _CalibrationLost(ExecutorError):
+    """The infrastructure lost a task's calibration run (its canonical solution), also on its retry: no profile is
+    stored, and the run that needed it comes back lost (:meth:`.ExecutionResult.lost`)."""
 
 
 _UID_LOCK_DIR = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
@@ -172,6 +177,17 @@ class SandboxExecutor(Executor):
     split but passes that way. Every result says how it was judged: ``details["judge"]`` and
     ``details["forgeable"]``. The calibrated mode and time limit are kept in ``profiles``.
     Identical (tests, program, runtime) runs are answered from ``cache``.
+
+    A run the infrastructure lost is retried once, on a freshly started worker, with its full time limits
+    (the lost attempt's time is not charged to it; ``wall_time_s`` counts both). Lost means: its worker
+    died or stopped answering during the run (a program cannot kill its worker: the worker is outside the
+    run's PID namespace, under another uid, and seccomp refuses the calls), the worker failed on the run
+    itself (:class:`~.messages.WorkerFailed`), or the worker lost the run before any of the program's code
+    ran (no spare could be made, or the spare refused before it was ready: :attr:`.messages.RunReply.lost`).
+    Whatever the run's own processes do (exit, crash, be killed by a signal, hit a time, memory or output
+    limit) stays the program's verdict. A retried result says so in ``details["retried"]`` (``lost``: the
+    first loss's reason, ``lost_s``: its seconds); a run lost again is :meth:`.ExecutionResult.lost`: no
+    verdict, ``infra_error`` says why, and it is never cached.
 
     Args:
         limits: limits for tasks without a calibrated profile (and when ``calibrate`` is False).
@@ -367,7 +383,10 @@ class SandboxExecutor(Executor):
     def run(self, task: Task, program: str) -> ExecutionResult:
         if (refused := self.refuse_oversized(task, program)) is not None:
             return refused
-        profile = self.profile(task) if self.judge == "auto" and self.calibrate else None
+        try:
+            profile = self.profile(task) if self.judge == "auto" and self.calibrate else None
+        except _CalibrationLost as exc:  # no verdict on the program without the task's calibration
+            return ExecutionResult.lost(task.test_names, str(exc), details={"backend": self._launcher.backend})
         mode = run_mode(self.judge, task.test, profile.mode if profile is not None else None, self.allow_forgeable)
         limits = self._limits_for(profile) if profile is not None else self.limits
         return self._run_mode(task, program, mode, limits, profile)
@@ -391,18 +410,19 @@ class SandboxExecutor(Executor):
         A canonical run that fails is tried once more in a freshly started worker before the task is
         downgraded to the next mode or marked failing, so that no mark comes from a polluted worker or an
         unlucky run (not when the task imports a library this runtime lacks: that failure is no accident);
-        the profile's note says what failed, and whether the retry passed.
+        the profile's note says what failed, and whether the retry passed. A canonical run the infrastructure
+        lost (also on its retry) marks nothing: :class:`_CalibrationLost` is raised and no profile is stored.
         """
         cap = self.time_policy.limits_for(None, self.limits)
         modes = calibration_modes(task.test, self.allow_forgeable)
         first = modes[0]
         tried = []
         for mode in modes:
-            result = self._execute(task, task.ground_truth, mode, cap)
+            result = self._canonical_run(task, mode, cap)
             retried, fresh = "", False
             if not result.passed and not result.details.get("missing_modules"):  # a missing library is no accident
                 once, fresh = _why(result), True
-                result = self._execute(task, task.ground_truth, mode, cap, fresh=True)
+                result = self._canonical_run(task, mode, cap, fresh=True)
                 retried = f"{mode.value}: failed once ({once}), passed in a fresh worker" if result.passed else ""
             if result.passed:
                 notes = ([] if mode is first else [f"canonical failed in {first.value} mode ({'; '.join(tried)})"])
@@ -412,6 +432,14 @@ class SandboxExecutor(Executor):
             tried.append(f"{mode.value}: {_why(result)}" + (", also in a fresh worker" if fresh else ""))
         return TaskProfile(first, None, False, "canonical solution fails: " + "; ".join(tried)), None
 
+    def _canonical_run(self, task: Task, mode: Mode, limits: Limits, fresh: bool = False) -> ExecutionResult:
+        """A calibration run of the task's canonical solution; raises :class:`_CalibrationLost` for a run the
+        infrastructure lost (also on its retry), which says nothing about the task."""
+        result = self._execute(task, task.ground_truth, mode, limits, fresh)
+        if result.infra_error is not None:
+            raise _CalibrationLost(f"calibrating the task, a run of its canonical solution was lost: {result.infra_error}")
+        return result
+
     def _cache_key(self, task: Task, program: str, mode: Mode, limits: Limits) -> str | None:
         if self.cache is None:
             return None
@@ -419,7 +447,7 @@ class SandboxExecutor(Executor):
 
     def _remember(self, task: Task, program: str, mode: Mode, limits: Limits, result: ExecutionResult) -> None:
         key = self._cache_key(task, program, mode, limits)
-        if key is not None and result.executed and not {"worker_died", "worker_error"} & set(result.details):
+        if key is not None and result.executed and result.infra_error is None:  # a lost run is no verdict
             self.cache.put(key, result)  # type: ignore[union-attr]
 
     def _run_mode(self, task: Task, program: str, mode: Mode, limits: Limits, profile: TaskProfile | None) -> ExecutionResult:
@@ -506,7 +534,28 @@ class SandboxExecutor(Executor):
             )
 
     def _execute(self, task: Task, program: str, mode: Mode, limits: Limits, fresh: bool = False) -> ExecutionResult:
-        """One run on the next idle worker (``fresh``: on a newly started one, nothing of earlier runs in it)."""
+        """One run on the next idle worker (``fresh``: on a newly started one, nothing of earlier runs in it),
+        retried once on a freshly started worker when the infrastructure lost it (see the class docstring).
+
+        The retry runs under the same ``limits``, on its own clock; its result is the run's, with
+        ``details["retried"]`` naming the first loss. Lost again: :meth:`.ExecutionResult.lost`."""
+        first = self._attempt(task, program, mode, limits, fresh)
+        if first.infra_error is None:
+            return first
+        _log.warning("a run of %s was lost to the infrastructure (%s); retrying it on a fresh worker",
+                     task.task_id, first.infra_error)
+        second = self._attempt(task, program, mode, limits, fresh=True)
+        details = {**second.details, "retried": {"lost": first.infra_error, "lost_s": round(first.wall_time_s, 3)}}
+        wall_time_s = first.wall_time_s + second.wall_time_s
+        if second.infra_error is None:
+            return replace(second, details=details, wall_time_s=wall_time_s)
+        _log.warning("the retry of %s was lost too (%s): the run has no verdict", task.task_id, second.infra_error)
+        return ExecutionResult.lost(task.test_names, second.infra_error, wall_time_s=wall_time_s, details=details)
+
+    def _attempt(self, task: Task, program: str, mode: Mode, limits: Limits, fresh: bool) -> ExecutionResult:
+        """One run on the next idle worker, as :meth:`_execute` says; a run the infrastructure lost comes back with
+        ``infra_error`` set (and no tests: it is retried or turned into :meth:`.ExecutionResult.lost`), its worker
+        stopped so that the slot's next run starts a new one."""
         started = time.monotonic()
         probe = self._launcher.probe()  # None: the worker's import tells
         lacking = probe.lacking_one(task) if probe is not None else Lacking()
@@ -517,6 +566,8 @@ class SandboxExecutor(Executor):
                   network=network,
                   facts=_judge_facts(task.header, task.test) if mode is Mode.SPLIT else None)
         group, worker = self._take(task, program)
+        lost: str | None = None
+        reply: Reply | None = None
         try:
             if fresh:
                 worker.stop()
@@ -527,21 +578,22 @@ class SandboxExecutor(Executor):
                                        "forgeable": mode is Mode.INPROCESS, "worker": worker.slot, "worker_group": group.name}
             try:
                 reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)
-            except WorkerDied as exc:
+            except WorkerDied as exc:  # died from outside, or hung: the program cannot reach its worker
+                details["worker_died"] = str(exc)
+                lost = str(exc)
+            if isinstance(reply, WorkerFailed):  # never the program's doing: the worker failed on the run itself
+                details["worker_error"] = reply.error
+                lost = f"the sandbox worker failed on this run ({reply.error})"
+            elif isinstance(reply, RunReply) and reply.lost is not None:  # none of the program's code ran
+                lost = reply.lost
+            if lost is not None:
                 worker.stop()
                 self.replaced_workers += 1  # started afresh by the next run on this slot
-                details["worker_died"] = str(exc)
-                reply = RunReply((), None, f"was lost: {exc} (the worker was replaced)")
-            if isinstance(reply, WorkerFailed):  # never the env's failure: this run fails, the worker is replaced
-                _log.warning("sandbox worker %d failed on a run of %s and is replaced: %s",
-                             worker.slot, task.task_id, reply.error)
-                worker.stop()
-                self.replaced_workers += 1
-                details["worker_error"] = reply.error
-                reply = RunReply((Crash(f"SandboxError: the sandbox worker failed on this run ({reply.error}); the run "
-                                        "is failed and the worker replaced."),), None, "was not judged")
         finally:
             self._give(group, worker)
+        if lost is not None:
+            return ExecutionResult(tests=(), infra_error=f"{lost}; the worker was replaced",
+                                   wall_time_s=time.monotonic() - started, details=details)
         assert isinstance(reply, RunReply), reply  # a worker answers a job with a RunReply or a WorkerFailed
         result = assemble(task.test_names, reply.events, reply.stop_reason, reply.exit_desc, limits)
         if lacking.modules:

@@ -3,7 +3,7 @@
 Holds:
     Outcome          passed / failed / error / timeout / not_run / skipped
     TestResult       one test method's outcome and traceback text
-    ExecutionResult  the whole run: tests, crash text, limits hit, wall time
+    ExecutionResult  the whole run: tests, crash text, limits hit, wall time; or the infrastructure's loss of it
     cut_middle       a long text cut to its first and last characters (tracebacks, crash texts)
 """
 
@@ -49,11 +49,17 @@ class ExecutionResult:
     A test that did not report is never passed. ``passed`` is the reward signal: the
     program ran, nothing crashed outside the tests, and every test passed.
 
+    A result with ``infra_error`` is no verdict at all: the infrastructure lost the run (its worker,
+    actor or container died from outside, or the sandbox refused to start it) and lost it again when
+    it was retried on a fresh worker. It says nothing about the program: it is never passed, never
+    cached, and whoever counts rewards leaves it out (see :meth:`lost`).
+
     Attributes:
         tests: one entry per test, in the order of the test source (then any unexpected entries).
         executed: False when the program was not run (it did not compile, or was rejected).
         crash: traceback of a failure outside any test (module-level error, dead process), else None.
         limits_hit: names of the limits that stopped the run, e.g. ``("suite_timeout",)``.
+        infra_error: why the infrastructure lost the run (after its retry); None for a real verdict.
         wall_time_s: seconds spent, excluded from equality (timings are measurements, not state).
         details: executor-specific facts (backend, confinement level, ...), excluded from equality.
     """
@@ -62,12 +68,14 @@ class ExecutionResult:
     executed: bool = True
     crash: str | None = None
     limits_hit: tuple[str, ...] = ()
+    infra_error: str | None = None
     wall_time_s: float = field(default=0.0, compare=False)
     details: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def passed(self) -> bool:
-        return self.executed and self.crash is None and bool(self.tests) and all(t.outcome.ok for t in self.tests)
+        return (self.executed and self.infra_error is None and self.crash is None and bool(self.tests)
+                and all(t.outcome.ok for t in self.tests))
 
     @property
     def timed_out(self) -> bool:
@@ -82,7 +90,7 @@ class ExecutionResult:
         return {t.name: t for t in self.tests}
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (outcomes as strings)."""
+        """A JSON-ready dict (outcomes as strings; ``infra_error`` kept, None for a real verdict)."""
         data = asdict(self)
         data["tests"] = [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in self.tests]
         data["limits_hit"] = list(self.limits_hit)
@@ -93,6 +101,22 @@ class ExecutionResult:
     def not_executed(cls, test_names: tuple[str, ...], reason: str) -> ExecutionResult:
         """Every test ``NOT_RUN`` with ``reason``: for programs that were never started."""
         return cls(tests=tuple(TestResult(n, Outcome.NOT_RUN, reason) for n in test_names), executed=False)
+
+    @classmethod
+    def lost(cls, test_names: tuple[str, ...], reason: str, **kwargs: Any) -> ExecutionResult:
+        """The result of a run the infrastructure lost (``reason``), also on its retry: no verdict.
+
+        Every test is ``NOT_RUN`` and the crash text says the run says nothing about the program;
+        ``kwargs`` (``wall_time_s``, ``details``) are passed on.
+
+        >>> r = ExecutionResult.lost(("test_a",), "the sandbox worker was killed by signal SIGKILL")
+        >>> r.passed, r.infra_error, r.tests[0].outcome.value
+        (False, 'the sandbox worker was killed by signal SIGKILL', 'not_run')
+        """
+        text = (f"SandboxLost: the run was lost to the infrastructure, and again when retried on a fresh worker "
+                f"({reason}); this says nothing about the program.")
+        return cls(tests=tuple(TestResult(n, Outcome.NOT_RUN, f"Not run: {text}") for n in test_names),
+                   crash=text, infra_error=reason, **kwargs)
 
 
 def cut_middle(text: str, limit: int, *, own_lines: bool = False) -> str:

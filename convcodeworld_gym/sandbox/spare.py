@@ -52,9 +52,12 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     critical path holds no confinement setup. Made for ``split`` mode, it has also forked the program's
     process ahead, so that process's memory never holds the job (the hidden tests); a split job that finds
     no such process (its fork failed, or the spare was made for ``inprocess``: the worker remakes spares
-    whose mode differs) is refused, never forked for then. An in-process job ends that process. If a layer
-    the worker reported cannot be applied, the run fails with that reason and the job never runs. Never
-    returns.
+    whose mode differs) is refused, never forked for then: a split spare whose program process cannot be made
+    refuses before it is ready. An in-process job ends that process. If a layer the worker reported cannot be
+    applied, the spare refuses with that reason, before it is ready, and the job never runs. Never returns.
+
+    Everything a spare refuses before it is ready (it has not read its job, so none of the program's code ran)
+    the worker reports as the sandbox's loss of the run, not the program's failure (:attr:`.zygote.Spare.was_ready`).
 
     With a ``prefault`` plan (the zygote's pages, :class:`.confinement.memory.Prefault`), the child and its
     program process drop to the lowest priority once it is ready and copy their shared pages until the job
@@ -90,8 +93,8 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
     if mode is Mode.SPLIT:
         try:
             program_process = _fork_program_process(workdir, (result_fd, job_fd, ready_fd), prefault)
-        except OSError:
-            pass  # e.g. the pids limit, still reached after the retries: a split job is refused
+        except OSError as exc:  # e.g. the pids limit, still reached after the retries: refused before it is ready
+            _refuse(result_fd, f"the program's process could not be made before its job ({exc}); not run.", token)
     if prefault.chunks:  # before ready: once ready, the worker may raise this process group back at any moment
         if program_process is not None:
             memory.lowest_priority(program_process[0])

@@ -17,7 +17,9 @@ preload and never holds a job), and answers :class:`~.messages.Ready`. Then, per
    ``inprocess`` mode it runs program and tests itself. A spare made for another network or mode than
    the job's, or one that ended (or refused) while it waited, is discarded and a new one made;
 3. reads the child's events under the time and output limits and answers one line, a
-   :class:`~.messages.RunReply` (where the worker has a memory cgroup to itself, with the processes the
+   :class:`~.messages.RunReply` (``lost``, with the reason, where no spare could be made or the spare refused
+   before it was ready, so that none of the program's code ran: the sandbox lost the run, the program did not
+   fail it; where the worker has a memory cgroup to itself, with the processes the
    OOM killer ended, :mod:`.confinement.cgroup`;
    ``stages``: seconds of the spare's fork and confinement, the imports and spare for this job, the
    hand-off until the first test event, the tests, and the teardown of the worker's previous run);
@@ -158,12 +160,27 @@ def _collect(spare: Spare, job: Job) -> RunReply:
     stages = spare.stages() | {"handoff_s": marks.get("first", ended) - started, "tests_s": ended - marks.get("first", ended)}
     if events and isinstance(events[-1], Done):
         stages |= _run_stats(events[-1].stats, started)
+    if not spare.was_ready:
+        return _lost_before_ready(spare, events, stop_reason, ended - started, stages)
     if stop_reason is None and events and isinstance(events[-1], (Done, Crash)):
         # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
         # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
         return RunReply(tuple(events), None, "ended", ended - started, stages)
     exit_desc = describe_exit(os.waitstatus_to_exitcode(spare.reap()))
     return RunReply(tuple(events), stop_reason, exit_desc, time.monotonic() - started, stages)
+
+
+def _lost_before_ready(spare: Spare, events: list[Event], stop_reason: str | None, run_s: float,
+                       stages: dict[str, float]) -> RunReply:
+    """The reply for a run whose spare never reported itself ready (:attr:`.zygote.Spare.was_ready`): it refused
+    (its SandboxError crash says why) or ended while it confined itself, before it read its job, so none of the
+    program's code ran. The run is the sandbox's loss (``lost``), which the executor retries on a fresh worker."""
+    why = next((event.tb for event in reversed(events) if isinstance(event, Crash)), "")
+    if not why:
+        why = (f"its spare was not ready when the run stopped ({stop_reason})" if stop_reason is not None
+               else f"its spare {describe_exit(os.waitstatus_to_exitcode(spare.reap()))} before it was ready")
+    return RunReply(tuple(events), stop_reason, "was not started", run_s, stages,
+                    lost=f"the sandbox could not start this run: {why.removeprefix('SandboxError: ')}")
 
 
 #: Stages read from the times in a run's ``done`` event: name -> (from, to); "started" is the worker's hand-over.
@@ -198,9 +215,10 @@ def _run_stats(text: str, started: float) -> dict[str, float]:
 
 
 def _not_started(exc: OSError) -> RunReply:
-    """The reply for a job whose run could not be started: a failed run that says why (the worker stays)."""
-    why = f"SandboxError: the sandbox could not start this run ({type(exc).__name__}: {exc}); it was not run."
-    return RunReply((Crash(why),), None, "was not started", 0.0)
+    """The reply for a job whose run could not be started (no spare could be made): the sandbox's loss of the run,
+    not the program's failure (``lost``), which the executor retries on a fresh worker."""
+    why = f"the sandbox could not start this run ({type(exc).__name__}: {exc}); it was not run."
+    return RunReply((Crash(f"SandboxError: {why}"),), None, "was not started", 0.0, lost=why)
 
 
 def main() -> None:

@@ -155,6 +155,7 @@ class Spare:
     result_r: int
     ready_r: int = -1  # the child's confinement times (:func:`.spare.run_child`)
     status: int | None = None
+    was_ready: bool = False  # read by stages(): the child reported itself ready (confined) before its job
 
     @property
     def token(self) -> str:
@@ -170,7 +171,11 @@ class Spare:
 
     def stages(self) -> dict[str, float]:
         """Fork (in the zygote) and confinement (in the child, until it waits for its job; ``program_fork_s``:
-        the split judge's program process) times, in seconds; read once the child reported them."""
+        the split judge's program process) times, in seconds; read once the child reported them.
+
+        Read once, after the run: it also sets :attr:`was_ready`. The child writes its times before it reads its
+        job, so a child that ran any of the job's code had written them by then; one that had not (it refused,
+        or died, while it confined itself) never ran the program."""
         times = {"fork_s": self.facts.forked - self.facts.started}
         if self.ready_r >= 0:
             try:
@@ -180,6 +185,7 @@ class Spare:
             os.close(self.ready_r)
             self.ready_r = -1
             if len(data) == 16:
+                self.was_ready = True
                 confined, program = struct.unpack("dd", data)
                 times |= {"confine_s": confined - self.facts.forked, "program_fork_s": program - confined}
         return times

@@ -26,6 +26,7 @@ from convcodeworld_gym.errors import ExecutorError
 from convcodeworld_gym.sandbox import Limits, LocalExecutor, Outcome, SandboxExecutor, TimePolicy
 from convcodeworld_gym.sandbox.docker import CONTAINER_FEATURES, OWNER_LABEL, DockerExecutor, DockerUnavailable, remove_orphans
 from convcodeworld_gym.tasks import Task
+from convcodeworld_gym.testing.infra import WorkerKiller, marked, next_marked
 
 from hostile_programs import EXIT_CALLS, FORGE_REJECTED, FORGES, MOCKED, SQUARE, assert_rejected, succeed_if, texts
 
@@ -284,16 +285,35 @@ def test_a_killed_container_is_replaced_like_a_dead_worker(one_slot, docker_clie
         assert time.monotonic() < deadline, "the killed container's worker still looks alive"
         time.sleep(0.05)
     assert one_slot.run(task, task.ground_truth).passed and one_slot.replaced_workers == replaced + 1
-    out: list = []  # mid-run: the run fails with the reason, the next one gets a fresh container
-    runner = threading.Thread(target=lambda: out.append(one_slot.run(task, "import time\ndef probe():\n    time.sleep(60)\n")))
+    # Mid-run: the run is lost with its container and retried in a fresh one (before issue 34 it failed: a correct
+    # program's 0 for the machine's doing).
+    out: list = []
+    runner = threading.Thread(target=lambda: out.append(one_slot.run(task, marked(task.ground_truth, sleep_s=1.0))))
     runner.start()
-    time.sleep(1.5)
+    next_marked(set(), timeout_s=30)
     slot.proc.container.kill()
-    runner.join(timeout=30)
+    runner.join(timeout=60)
     assert not runner.is_alive(), "the run hung after its container was killed"
-    assert not out[0].passed and "sandbox worker" in texts(out[0]) and "worker_died" in out[0].details, texts(out[0])
+    assert out[0].passed and "sandbox worker" in out[0].details["retried"]["lost"], (texts(out[0]), out[0].details)
     assert one_slot.run(task, task.ground_truth).passed and one_slot.replaced_workers == replaced + 2
     assert len(docker_client.containers.list(all=True, filters={"label": f"convcodeworld={one_slot._label}"})) == 1  # noqa: SLF001
+
+
+def test_a_worker_killed_mid_run_of_a_correct_program_is_retried_and_killed_twice_has_no_verdict(one_slot) -> None:
+    """The worker process in the container SIGKILLed from outside while a correct program runs: the run is retried
+    in a fresh container and passes; killed again on its retry, it has no verdict (``infra_error``)."""
+    task = probe_task("worker-killed")
+    program = marked(task.ground_truth, sleep_s=1.0)
+    assert one_slot.run(task, program).passed  # undisturbed, the marked program is correct
+    with WorkerKiller(times=1) as killer:
+        retried = one_slot.run(task, program)
+    assert len(killer.killed) == 1, "the killer never saw the run in the container"
+    assert retried.passed and "killed by signal SIGKILL" in retried.details["retried"]["lost"], (texts(retried), retried.details)
+    with WorkerKiller(times=2) as killer:
+        lost = one_slot.run(task, program)
+    assert len(killer.killed) == 2
+    assert not lost.passed and "killed by signal SIGKILL" in (lost.infra_error or ""), texts(lost)
+    assert one_slot.run(task, program).passed  # nothing cached of the lost run; the slot works
 
 
 def test_close_removes_every_container_and_results_are_cached(docker_client, image) -> None:

@@ -24,6 +24,7 @@ import pytest
 from convcodeworld_gym import ConvCodeWorldEnv
 from convcodeworld_gym.sandbox import Level, SandboxExecutor, SandboxSettings, TimePolicy
 from convcodeworld_gym.tasks import Task
+from convcodeworld_gym.testing.infra import WorkerKiller, marked
 
 from hostile_programs import (ALWAYS_EQUAL, FORGE_CHANNEL, FORGE_REJECTED, FRAME_WALK, MOCKED, PATCH_UNITTEST, SQUARE,
                              assert_rejected, succeed_if, texts)
@@ -401,20 +402,23 @@ def test_forging_a_mocked_task_fails_in_split_mode(sandbox, program):
     assert result.details["judge"] == "split"
 
 
-def test_worker_killed_mid_run_fails_cleanly_and_next_run_works():
+def test_worker_killed_mid_run_and_on_its_retry_ends_cleanly_with_no_verdict_and_next_run_works():
+    # Before issue 34 a worker killed mid-run failed the run ("killed by signal SIGKILL"): the program's 0 for the
+    # machine's doing. Now the run is retried on a fresh worker; both killed, it comes back at once with no verdict
+    # (infra_error), and nothing of either run is left behind.
     with SandboxExecutor(workers=1, preload=(), settings=SETTINGS, calibrate=False, cache=False) as ex:
         assert ex.run(SQUARE, SQUARE.ground_truth).passed
-        worker_pid = ex._workers[0].proc.pid  # noqa: SLF001 - the test kills the real worker process
         out: list = []
-        runner = threading.Thread(target=lambda: out.append(ex.run(SQUARE, "import time\ndef task_func(x):\n    time.sleep(60)\n")))
-        runner.start()
-        time.sleep(1.5)
-        os.kill(worker_pid, signal.SIGKILL)
-        runner.join(timeout=30)
+        program = marked("import time\ndef task_func(x):\n    time.sleep(60)\n", sleep_s=0.0)
+        with WorkerKiller(times=2) as killer:
+            runner = threading.Thread(target=lambda: out.append(ex.run(SQUARE, program)))
+            runner.start()
+            runner.join(timeout=30)
         assert not runner.is_alive(), "the run hung after its worker was killed"
+        assert len(killer.killed) == 2
         result = out[0]
-        assert not result.passed and "killed by signal SIGKILL" in texts(result)
-        assert ex.run(SQUARE, SQUARE.ground_truth).passed and ex.replaced_workers == 1
+        assert not result.passed and "killed by signal SIGKILL" in (result.infra_error or ""), texts(result)
+        assert ex.run(SQUARE, SQUARE.ground_truth).passed and ex.replaced_workers == 2
         time.sleep(0.5)
         assert len(sandbox_uid_processes(ex)) <= 2, sandbox_uid_processes(ex)
 
