@@ -66,6 +66,19 @@ def _confinement_info(reported: dict[str, Any] | None) -> dict[str, Any]:
     return dict(reported or {})
 
 
+def _episode_end(terminated: bool, truncated: bool, infra_error: str | None) -> str | None:
+    """``info["episode_end"]``: ``"passed"``, ``"infra_error"`` (the run was lost: no verdict), ``"max_turns"``, or None.
+
+    >>> _episode_end(True, False, None), _episode_end(False, True, "lost"), _episode_end(False, True, None)
+    ('passed', 'infra_error', 'max_turns')
+    """
+    if terminated:
+        return "passed"
+    if infra_error is not None:
+        return "infra_error"
+    return "max_turns" if truncated else None
+
+
 class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
     """ConvCodeWorld: multi-turn code generation with compilation, execution and verbal feedback.
 
@@ -266,8 +279,10 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
               the code judged this step; ``compilation_feedback``; ``execution_feedback`` and
               ``verbal_feedback``, ``""`` when the combination does not show them; ``turn``, the
               index of the next submission.
-            * ``reward``: 1.0 exactly when every test passed, else 0.0, whatever feedback is shown.
-            * ``terminated``: the code passed. ``truncated``: it did not, and this was turn ``max_turns``.
+            * ``reward``: 1.0 exactly when every test passed, else 0.0, whatever feedback is shown; no verdict
+              at all on a step whose ``info["infra_error"]`` is set (its 0.0 must not be counted: see below).
+            * ``terminated``: the code passed. ``truncated``: it did not, and this was turn ``max_turns``; or
+              the infrastructure lost the run (``info["infra_error"]``): the episode ends outside the task.
             * ``info``: ``task_id``; ``turn`` (the turn just judged); ``passed``; ``compile_ok``;
               ``pass_fraction``; ``tests`` (one ``{"name", "outcome", "traceback"}`` per test);
               ``crash`` (text or None); ``limits_hit``; ``confinement`` (what the sandbox achieved,
@@ -277,9 +292,16 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
               run failed once or for good; ``{}`` when the executor reports none);
               ``feedback_shown`` (``{"compilation": True, "execution": mode or None, "verbal": level or None}``);
               ``verbal_feedback_source`` and ``verbal_feedback_details``; ``episode_end``
-              (``"passed"``, ``"max_turns"`` or None); ``shown_compiles`` and ``actionable`` (would the
+              (``"passed"``, ``"max_turns"``, ``"infra_error"`` or None); ``shown_compiles`` and ``actionable`` (would the
               reference's protocol call the model on this feedback, :mod:`~convcodeworld_gym.protocol`);
-              ``untrimmed_execution_feedback``; ``timings`` (:class:`Timings`; never part of equality).
+              ``untrimmed_execution_feedback``; ``timings`` (:class:`Timings`; never part of equality);
+              ``retried`` (``{"lost", "lost_s"}`` when the executor lost the run once and its retry on a fresh
+              worker gave the verdict, else ``{}``); ``infra_error``: None, or why the infrastructure lost
+              the run, also on its retry (a worker, actor or container that died from outside, a sandbox that
+              refused to start it: never the program's doing). Such a step is no verdict on the program:
+              ``passed`` is False, the reward 0.0 means nothing, no verbal feedback is asked for, the episode
+              is truncated (``episode_end`` ``"infra_error"``), and runners, trainers and metrics leave it
+              out or play the episode again (``convcodeworld evaluate`` does both).
 
         Raises:
             TypeError: ``action`` is not a ``str``.
@@ -325,7 +347,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self._last_judged = (ef, result)
         vf: str | None = None
         verbal: VerbalReply | str | None = None
-        if self.verbal_feedback is not None:
+        lost = result.infra_error  # no verdict: nothing for a simulated user to speak about
+        if self.verbal_feedback is not None and lost is None:
             context = TurnContext(task, turn, code, compile_ok, cf, ef, result, self.config)
             verbal = self.verbal_feedback(context)
             vf = verbal.text if isinstance(verbal, VerbalReply) else verbal
@@ -333,7 +356,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
         passed = result.passed
         terminated = passed
-        truncated = not terminated and turn >= self.max_turns
+        truncated = not terminated and (turn >= self.max_turns or lost is not None)
         self._done = terminated or truncated
         self._turn = turn + 1
         obs = self._observation(code=code, cf=cf, ef=ef or "", vf=vf or "")
@@ -367,11 +390,13 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             if vf is not None
             else None,
             "verbal_feedback_details": verbal.info() if isinstance(verbal, VerbalReply) else {},
-            "episode_end": "passed" if terminated else ("max_turns" if truncated else None),
+            "episode_end": _episode_end(terminated, truncated, lost),
             # the reference protocol calls the model on this feedback (see convcodeworld_gym.protocol)
             "shown_compiles": compile_ok,  # the code in the observation compiled
             "actionable": actionable(self.config, passed=passed, compile_ok=compile_ok, execution_feedback=ef, verbal_feedback=vf),
             "untrimmed_execution_feedback": untrimmed if untrimmed is not None else "",
+            "retried": dict(result.details.get("retried") or {}),  # the run was lost once; its retry gave the verdict
+            "infra_error": lost,  # no verdict: the run was lost to the infrastructure, also on its retry
             "timings": Timings(
                 compile_s=compiled_at - started,
                 execute_s=executed_at - compiled_at,

@@ -11,6 +11,7 @@ Holds:
     LeftOutTaskError     a task id the task set left out on purpose (says why and how to get it back)
     FeedbackUnavailable  a feedback kind that is not configured
     ExecutorError        the executor itself failed (never raised for bad *model* code)
+    InfrastructureError  a run was lost to the infrastructure, also on its retry, where a verdict was needed
     SimulatorError       the LLM user simulator's endpoint failed after its retries (names endpoint and status)
     ResetNeeded          ``step`` called before ``reset`` or after the episode ended
     MissingRuntimeDependencies  tasks need modules or data files the runtime lacks (``strict_runtime=True``)
@@ -30,6 +31,7 @@ __all__ = [
     "LeftOutTaskError",
     "FeedbackUnavailable",
     "ExecutorError",
+    "InfrastructureError",
     "SimulatorError",
     "ResetNeeded",
     "ReferenceLogError",
@@ -89,6 +91,20 @@ class ExecutorError(ConvCodeWorldError):
     Failures of the *program under test* are never raised: they come back as a
     failed :class:`~convcodeworld_gym.sandbox.ExecutionResult`.
     """
+
+
+class InfrastructureError(ConvCodeWorldError, RuntimeError):
+    """A run was lost to the infrastructure (its worker, actor or container died from outside, or the sandbox
+    refused to start it), and lost again on its retry, where the caller needs a verdict that does not exist:
+    raised instead of a reward of 0, which would say the program failed. ``reason`` is the result's
+    ``infra_error``; ``task_id`` names the task."""
+
+    def __init__(self, message: str, task_id: str, reason: str) -> None:
+        super().__init__(message, task_id, reason)  # all in args, so that it pickles (vector env workers)
+        self.task_id, self.reason = task_id, reason
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class SimulatorError(ConvCodeWorldError, RuntimeError):

@@ -20,7 +20,7 @@ import gymnasium as gym
 
 from .combos import FeedbackConfig
 from .env import DEFAULT_MAX_REPLY_CHARS, DEFAULT_MAX_TURNS, ConvCodeWorldEnv
-from .errors import ReferenceLogError, ResetNeeded
+from .errors import InfrastructureError, ReferenceLogError, ResetNeeded
 from .feedback.context import VerbalFeedback
 from .observation import RENDER_MODES, TEXT_KEYS, check_render_mode, make_observation, render_ansi
 from .protocol import actionable
@@ -32,8 +32,9 @@ from .tasks import DatasetSpec, Task, TaskSet, load_tasks
 __all__ = ["StaticReplay", "BanditRound", "EPISODE_ENDS"]
 
 #: ``info["episode_end"]`` of a static episode: the evaluated model passed; the reference's
-#: log ends because its code passed (at the turn just played, or at turn 0); the turn limit.
-EPISODE_ENDS = ("passed", "reference_passed", "max_turns")
+#: log ends because its code passed (at the turn just played, or at turn 0); the turn limit; the
+#: infrastructure lost the run of the model's code, also on its retry (``info["infra_error"]``: no verdict).
+EPISODE_ENDS = ("passed", "reference_passed", "max_turns", "infra_error")
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,9 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     ``i`` passed so its log ends (``truncated``, ``"reference_passed"``; a reference that passed
     at turn 0 ends the episode after the model's turn 1), or after turn ``max_turns``
     (``truncated``, ``"max_turns"``, also when the reference passed at that very turn: the
-    static metrics give that pass no credit). ``info["judged"]`` holds the model's own code and the
+    static metrics give that pass no credit), or when the infrastructure lost the run of the model's
+    code (``truncated``, ``"infra_error"``; ``info["infra_error"]`` says why, and the step is no verdict:
+    see :meth:`.ConvCodeWorldEnv.step`). ``info["judged"]`` holds the model's own code and the
     (unshown) feedback on it, which :func:`~convcodeworld_gym.records.turn_record` logs.
 
     It is a ``gym.Env`` holding a live env as its judge (rather than a ``gym.Wrapper``), so
@@ -201,6 +204,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         terminated = bool(judge_info["passed"]) and self.stop_on_pass
         if terminated:
             end = "passed"
+        elif judge_info["infra_error"] is not None:  # no verdict on this turn: the episode cannot go on
+            end = "infra_error"
         elif turn >= self.max_turns:  # before the reference's pass: one at turn max_turns earns no credit
             end = "max_turns"
         elif reference_passed_at is not None and reference_passed_at <= turn:
@@ -270,10 +275,19 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         """The reward of ``reply`` in ``round``: 1.0 iff its code passes all the task's tests.
 
         Uses its own judge on the same executor, so it does not disturb a running episode.
+
+        Raises:
+            InfrastructureError: the infrastructure lost the run, also on its retry: there is no reward to give
+                (a 0 would say the reply failed); leave the round out, or score it again.
         """
         judge = self._own_judge()
         judge.reset(options={"task_id": round.task.task_id})
-        _, reward, _, _, _ = judge.step(reply)
+        _, reward, _, _, info = judge.step(reply)
+        if info["infra_error"] is not None:
+            raise InfrastructureError(
+                f"the run scoring a reply for {round.task.task_id} (turn {round.turn}) was lost to the infrastructure, "
+                f"also on its retry ({info['infra_error']}); it has no reward: leave the round out or score it again",
+                round.task.task_id, info["infra_error"])
         return float(reward)
 
     def render(self) -> str | None:

@@ -96,14 +96,19 @@ class FakeExecutor(Executor):
     Args:
         rule: (task, program) -> each test's outcome; default :func:`canonical_rule`.
         limits: the limits reported (only ``max_code_chars`` acts: longer programs are refused).
+        lost: (task, program) -> None, or the reason the infrastructure lost that run (also on its retry): the
+            run then comes back :meth:`~convcodeworld_gym.sandbox.result.ExecutionResult.lost`, as a real
+            executor's would (for tests of what the env, the runner and the metrics do with such a step).
 
     Attributes:
         calls: every (task id, program) judged, in order (thread-safe), for tests that count runs.
     """
 
-    def __init__(self, rule: Rule = canonical_rule, limits: Limits | None = None) -> None:
+    def __init__(self, rule: Rule = canonical_rule, limits: Limits | None = None,
+                 lost: Callable[[Task, str], str | None] | None = None) -> None:
         self.rule = rule
         self.limits = limits or Limits()
+        self.lost = lost
         self.calls: list[tuple[str, str]] = []
         self._lock = threading.Lock()
 
@@ -112,6 +117,8 @@ class FakeExecutor(Executor):
             return refused
         with self._lock:
             self.calls.append((task.task_id, program))
+        if self.lost is not None and (reason := self.lost(task, program)) is not None:
+            return ExecutionResult.lost(task.test_names, reason, details=self._details())
         try:
             outcomes = self.rule(task, program)
         except Exception as exc:  # noqa: BLE001  the contract: the program never makes an executor raise

@@ -1,6 +1,6 @@
 """Runs lost to the infrastructure: a sandbox worker SIGKILLed from outside mid-run (as the OOM killer, a
 preempted node or a person would) is no fault of the program. The run is retried once on a fresh worker;
-lost again, it comes back with ``infra_error`` (no verdict, never cached). What a
+lost again, it comes back with ``infra_error`` (no verdict, never cached), and the env says so. What a
 program does to its own run (exit, crash, be killed by a signal it can send, exhaust its memory) stays its
 failure: never retried, never flagged.
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from convcodeworld_gym import ConvCodeWorldEnv
 from convcodeworld_gym.sandbox import Limits, Outcome, SandboxExecutor
 from convcodeworld_gym.testing.infra import WorkerKiller, marked
 
@@ -53,6 +54,36 @@ def test_killed_twice_the_run_has_no_verdict_says_why_and_is_not_cached():
         again = ex.run(SQUARE, CORRECT)  # the lost result was not cached: this one runs, and passes
         assert again.passed and again.details.get("cache") != "hit", again.details
         assert ex.run(SQUARE, CORRECT).details.get("cache") == "hit"  # a real verdict is cached
+
+
+class _CountingUser:
+    """A verbal-feedback provider that counts the turns it was asked about."""
+
+    expertise = "expert"
+    source = "test-counter"
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def __call__(self, context):
+        self.asked += 1
+        return "look again"
+
+
+def test_the_env_says_infra_error_truncates_and_asks_no_user_about_a_lost_run(one_worker):
+    user = _CountingUser()
+    env = ConvCodeWorldEnv("CF-EF_full-SEF", dataset=[SQUARE], executor=one_worker, verbal_feedback=user)
+    env.reset(options={"task_id": SQUARE.task_id})
+    _, reward, terminated, truncated, info = env.step("def task_func(x):\n    return x\n")
+    assert (reward, terminated, truncated, info["infra_error"], user.asked) == (0.0, False, False, None, 1)
+    with WorkerKiller(times=2):
+        _, reward, terminated, truncated, info = env.step(CORRECT)
+    assert info["infra_error"] and "killed by signal SIGKILL" in info["infra_error"], info["crash"]
+    assert (reward, terminated, truncated, info["passed"], info["episode_end"]) == (0.0, False, True, False, "infra_error")
+    assert info["retried"]["lost"] and user.asked == 1  # no user was asked about a run that has no verdict
+    env.reset(options={"task_id": SQUARE.task_id})
+    _, reward, terminated, _, info = env.step(CORRECT)  # a new episode: the same program passes
+    assert (reward, terminated, info["infra_error"], info["retried"]) == (1.0, True, None, {})
 
 
 #: Programs that end or break their own run: the program's failure, whatever the process's end looks like.
