@@ -17,7 +17,9 @@ from __future__ import annotations
 import functools
 import os
 import queue
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ExecutorError
@@ -73,9 +75,11 @@ class RayExecutor(Executor):
             ``runtime_env=...``).
 
     Contract: as every executor; outcomes are those of the node executor (the details gain
-    ``ray_node``). An actor lost with its node raises :class:`ExecutorError` for the
-    execution it held and is replaced. ``close()`` stops the actors, and shuts Ray down
-    only when this executor started it.
+    ``ray_node``), which retries a run whose sandbox worker it lost. An actor lost during an
+    execution (its node, or its process, died) is replaced, and the execution retried once on the
+    fresh actor (``details["retried"]`` names the loss); lost again, it comes back
+    :meth:`~.result.ExecutionResult.lost` (``infra_error``: no verdict), never as a failure of the
+    program. ``close()`` stops the actors, and shuts Ray down only when this executor started it.
 
     >>> ex = RayExecutor("ray://head-node:10001")  # doctest: +SKIP
     """
@@ -133,11 +137,24 @@ class RayExecutor(Executor):
         if self._closed:
             raise ExecutorError("the RayExecutor is closed; create a new one")
         actor = self._idle.get()
+        started = time.monotonic()
+        retried: dict[str, Any] | None = None  # the first loss, once the execution was lost
         try:
-            return self._ray.get(actor.run.remote(task, program, self._derived.get(task)))
-        except self._ray.exceptions.RayActorError as exc:
-            actor = self._replace(actor)
-            raise ExecutorError(f"the Ray actor running this execution was lost ({exc}); it was replaced") from exc
+            while True:
+                try:
+                    result = self._ray.get(actor.run.remote(task, program, self._derived.get(task)))
+                except self._ray.exceptions.RayActorError as exc:
+                    lost = f"the Ray actor running this execution was lost ({_first_line(str(exc))}); it was replaced"
+                    actor = self._replace(actor)
+                    if retried is None:  # retried once, on the fresh actor
+                        retried = {"lost": lost, "lost_s": round(time.monotonic() - started, 3)}
+                        continue
+                    return ExecutionResult.lost(task.test_names, lost, wall_time_s=time.monotonic() - started,
+                                                details={"backend": "ray", "retried": retried})
+                if retried is not None:
+                    result = replace(result, details={**result.details, "retried": retried},
+                                     wall_time_s=time.monotonic() - started)
+                return result
         finally:
             self._idle.put(actor)
 
@@ -172,6 +189,11 @@ class RayExecutor(Executor):
         if self._owns_ray and self._ray.is_initialized():
             self._ray.shutdown()
         self._owns_ray = False
+
+
+def _first_line(text: str, limit: int = 500) -> str:
+    """The first line of ``text`` (Ray's errors carry a traceback), at most ``limit`` characters."""
+    return text.strip().splitlines()[0][:limit] if text.strip() else text
 
 
 def make_ray_executor(address: str, limits: Limits | None = None, **kwargs: Any) -> RayExecutor:
