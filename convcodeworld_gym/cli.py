@@ -365,12 +365,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         policy.close()
         executor.close()
     for name in summary.played:
-        print(f"{name}: {summary.played[name]} episodes played, {summary.resumed[name]} already done")
+        print(f"{name}: {summary.played[name]} episodes played, {summary.resumed[name]} already done"
+              + _infra_note(summary.replayed.get(name, 0), summary.infra_lost.get(name, 0)))
     for name, why in summary.skipped.items():
         print(f"{name}: skipped ({why})")
     if args.no_report or not summary.played and not any(summary.resumed.values()):
         return 0
     return _print_report(out, None, compensate_init=args.compensate_init)
+
+
+def _infra_note(replayed: int, lost: int) -> str:
+    """What ``evaluate`` says of the episodes in which the infrastructure lost a run ("" when none).
+
+    >>> _infra_note(0, 0), _infra_note(2, 1)
+    ('', '; 2 played again after a run lost to the infrastructure, 1 lost again (logged with infra_error, left out of the metrics)')
+    """
+    if not replayed:
+        return ""
+    note = f"; {replayed} played again after a run lost to the infrastructure"
+    return note + (f", {lost} lost again (logged with infra_error, left out of the metrics)" if lost else "")
 
 
 def _print_report(run_dir: Path | str, out: str | None, *, compensate_init: bool = True) -> int:

@@ -53,6 +53,9 @@ class Scores:
         n_tasks: number of tasks scored.
         first_turn: the turn of ``pass_at_turn[0]``: 0 live, 1 static (the reference's
             static table has no turn-0 row).
+        left_out: tasks not scored because the infrastructure lost a run of their episode (also on
+            its retry): such a turn is no verdict, so the episode's first passing turn is unknown.
+            They are in no share above (``n_tasks`` does not count them).
     """
 
     pass_at_turn: tuple[float, ...]
@@ -60,6 +63,7 @@ class Scores:
     recall: float
     n_tasks: int
     first_turn: int = 0
+    left_out: int = 0
 
     @property
     def turns(self) -> range:
@@ -79,6 +83,7 @@ class Scores:
             "mrr": round(100 * self.mrr, 1),
             "recall": round(100 * self.recall, 1),
             "n_tasks": self.n_tasks,
+            "left_out": self.left_out,
         }
 
 

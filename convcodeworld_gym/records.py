@@ -54,6 +54,10 @@ class TurnRecord:
             ``always`` protocol; under the reference protocol 0 for code carried over (nothing
             to act on), more than 1 with compile fixes inside the turn. ``usage`` and the
             ``policy_s`` timing add up all of them.
+        infra_error: ``""``, or why the infrastructure lost this turn's run, also on its retry
+            (``info["infra_error"]``): the turn is no verdict (``passed`` False, ``reward`` 0.0 mean
+            nothing), its episode ends there, and the metrics leave the episode out
+            (:mod:`~convcodeworld_gym.runs.log_scores`).
     """
 
     feedback: str
@@ -76,6 +80,7 @@ class TurnRecord:
     timings: dict[str, float] = field(default_factory=dict, compare=False)
     reference: str = ""
     model_calls: int = 1
+    infra_error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,6 +138,7 @@ def turn_record(
         timings=timing_dict,
         reference=str(info.get("reference_log") or ""),
         model_calls=int(model_calls),
+        infra_error=str(info.get("infra_error") or ""),
     )
 
 

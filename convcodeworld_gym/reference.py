@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 from .combos import FeedbackConfig
@@ -30,11 +30,14 @@ class ReferenceLog:
         feedback: the combination's id part, e.g. ``"CF-EF_full-SEF"``.
         episodes: task id -> the reference's turns ``0..n`` (every turn present, in order,
             ending at its first passing turn, or covering turns ``0..max_turns-1`` at least).
+        left_out: task id -> why the log's episode of it cannot be replayed: a turn of it the infrastructure
+            lost (``TurnRecord.infra_error``), so its history holds no verdict there and stops.
     """
 
     source: str
     feedback: str
     episodes: Mapping[str, tuple[TurnRecord, ...]]
+    left_out: Mapping[str, str] = field(default_factory=dict)
 
     def passes(self, task_id: str) -> list[bool]:
         """``passes[j]``: did the reference's code of turn ``j`` pass."""
@@ -49,6 +52,11 @@ class ReferenceLog:
         try:
             return self.episodes[task_id]
         except KeyError:
+            if task_id in self.left_out:
+                raise ReferenceLogError(
+                    f"the reference log {self.source or '(rows)'}'s {self.feedback} episode of {task_id!r} cannot be "
+                    f"replayed: {self.left_out[task_id]}; play that task's reference episode again"
+                ) from None
             raise ReferenceLogError(
                 f"the reference log {self.source or '(rows)'} has no {self.feedback} episode for task {task_id!r}; "
                 "replay only tasks the reference played (it holds "
@@ -64,6 +72,9 @@ def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns
 
     ``log`` is a run directory, a ``turns.jsonl`` file, a hub dataset id, rows, or a
     :class:`ReferenceLog` (returned as is when its combination matches).
+
+    An episode holding a turn the infrastructure lost (``infra_error``) is left out (``ReferenceLog.left_out``):
+    its history stops at a turn that is no verdict.
 
     Raises:
         ReferenceLogError: no rows of the combination; a task's turns have a gap or a
@@ -84,8 +95,13 @@ def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns
     groups = group_episodes(rows)
     present = sorted({combo for combo, _ in groups})
     episodes: dict[str, tuple[TurnRecord, ...]] = {}
+    left_out: dict[str, str] = {}
     for (combo, task_id), turns in groups.items():
         if combo != name:
+            continue
+        lost = next((row for row in turns if row.infra_error), None)
+        if lost is not None:
+            left_out[task_id] = f"the infrastructure lost the run of its turn {lost.turn} ({lost.infra_error})"
             continue
         where = f"reference log {source or '(rows)'}, {name} episode of {task_id!r}"
         numbers = [row.turn for row in turns]
@@ -105,8 +121,13 @@ def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns
             )
         episodes[task_id] = tuple(turns)
     if not episodes:
+        if left_out:
+            raise ReferenceLogError(
+                f"reference log {source or '(rows)'}: every {name} episode ({len(left_out)}) holds a turn the "
+                "infrastructure lost (rows with infra_error); play them again"
+            )
         raise ReferenceLogError(
             f"reference log {source or '(rows)'} has no rows for combination {name} (it holds: {', '.join(present) or 'no rows'}); "
             "choose the ConvCodeBench id of a combination it was recorded with"
         )
-    return ReferenceLog(source=source, feedback=name, episodes=episodes)
+    return ReferenceLog(source=source, feedback=name, episodes=episodes, left_out=left_out)

@@ -4,7 +4,12 @@ A run directory holds ``turns.jsonl`` (one :class:`~convcodeworld_gym.records.Tu
 per turn, whole episodes appended in task order, readable by ``datasets.load_dataset``)
 and ``metadata.json`` (package versions, python, the dataset's name, version and hash,
 the policy's and simulator's settings, the seed; never an API key). Running the same
-command again resumes: finished episodes are kept and skipped, the rest are played."""
+command again resumes: finished episodes are kept and skipped, the rest are played.
+
+An episode in which the infrastructure lost a run (``info["infra_error"]``: lost, also on the
+executor's own retry; the env ends the episode there) is played once more from its start. If
+that one is lost too, it is logged as it went (its last row carries ``infra_error``) and the
+metrics leave it out (:mod:`.log_scores`); :class:`RunSummary` counts both."""
 
 from __future__ import annotations
 
@@ -130,12 +135,16 @@ class RunSummary:
         played: episodes played now, per combination (id part, e.g. ``CF-EF_full``).
         resumed: episodes found already finished, per combination.
         skipped: combinations not run, with the reason.
+        replayed: episodes played a second time because the infrastructure lost a run of the first, per combination.
+        infra_lost: of those, the episodes lost again: logged with ``infra_error``, left out of the metrics.
     """
 
     run_dir: Path
     played: dict[str, int] = field(default_factory=dict)
     resumed: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    replayed: dict[str, int] = field(default_factory=dict)
+    infra_lost: dict[str, int] = field(default_factory=dict)
 
 
 def combination_of(env_id: str) -> str:
@@ -370,6 +379,8 @@ def run_evaluation(
     Resumable: episodes already in ``run_dir/turns.jsonl`` are skipped; each finished
     episode is appended whole (in task order) and fsynced, so a kill loses at most the
     episodes in flight. Ids whose verbal feedback is not available are skipped with a note.
+    An episode the infrastructure lost a run of is played again once; lost again, it is logged
+    with ``infra_error`` (and a note), and the metrics leave it out.
 
     Raises:
         RunConfigMismatch: ``run_dir`` holds a run made with other settings.
@@ -432,8 +443,8 @@ def run_evaluation(
                 summary.skipped[feedback] = str(exc)
                 log(f"note: skipping {env_id}: {exc}")
                 continue
-            summary.played[feedback] = _run_combination(
-                env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress, samples,
+            _run_combination(
+                env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress, samples, summary, log,
                 total=len(tasks), done=summary.resumed[feedback], passed=passed_before.get(feedback, 0),
             )
     finally:
@@ -454,14 +465,19 @@ def _run_combination(
     writer: EpisodeLogWriter,
     progress: ProgressFactory | None,
     samples: Mapping[str, str] | None,
+    summary: RunSummary,
+    log: Callable[[str], None],
     *,
     total: int,
     done: int,
     passed: int,
-) -> int:
+) -> None:
+    """Play ``todo`` under ``env_id`` and append each episode to ``writer``, in task order; counts into ``summary``
+    (``played``, ``replayed``, ``infra_lost``)."""
     envs: list[gym.Env] = [first_env]
     free: list[gym.Env] = [first_env]
     lock = threading.Lock()
+    summary.played[feedback] = summary.replayed[feedback] = summary.infra_lost[feedback] = 0
 
     def play(task_id: str) -> list[TurnRecord]:
         with lock:
@@ -471,29 +487,44 @@ def _run_combination(
             with lock:
                 envs.append(env)
         try:
-            return play_episode(env, policy, task_id, feedback=feedback, seed=config.seed, protocol=config.protocol,
-                                turn0=samples[task_id] if samples is not None else None)
+            rows = _play(env, task_id)
+            if (lost := _infra_error(rows)) is not None:  # no verdict on a turn: the episode is played again
+                log(f"note: {feedback} {task_id}: a run was lost to the infrastructure ({lost}); playing the episode again")
+                with lock:
+                    summary.replayed[feedback] += 1
+                rows = _play(env, task_id)
+                if (lost := _infra_error(rows)) is not None:
+                    log(f"note: {feedback} {task_id}: a run was lost to the infrastructure again ({lost}); the episode is "
+                        "logged with infra_error and left out of the metrics")
+                    with lock:
+                        summary.infra_lost[feedback] += 1
+            return rows
         finally:
             with lock:
                 free.append(env)
+
+    def _play(env: gym.Env, task_id: str) -> list[TurnRecord]:
+        return play_episode(env, policy, task_id, feedback=feedback, seed=config.seed, protocol=config.protocol,
+                            turn0=samples[task_id] if samples is not None else None)
 
     try:
         label = FeedbackConfig.parse(feedback).paper_name
     except ValueError:
         label = feedback
     bar = progress(label, total, done) if progress is not None else None
-    played = 0
     pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix=f"eval-{feedback}")
     try:
         futures: list[Future[list[TurnRecord]]] = [pool.submit(play, task_id) for task_id in todo]
         for future in futures:  # in task order: the log's order does not depend on thread timing
             rows = future.result()
             writer.write_episode(rows)
-            played += 1
+            summary.played[feedback] += 1
             done += 1
             passed += int(any(row.passed for row in rows))
-            if bar is not None:
-                bar.set_postfix_str(f"pass {passed / done:.1%}", refresh=False)
+            if bar is not None:  # episodes lost to the infrastructure are no failures: out of the share
+                lost = summary.infra_lost[feedback]
+                share = f"pass {passed / (done - lost):.1%}" if done > lost else "pass -"
+                bar.set_postfix_str(share + (f", {lost} lost to the infrastructure" if lost else ""), refresh=False)
                 bar.update(1)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -501,5 +532,9 @@ def _run_combination(
             bar.close()
         for env in envs:
             env.close()
-    return played
+
+
+def _infra_error(rows: Sequence[TurnRecord]) -> str | None:
+    """The reason of the first turn in ``rows`` whose run the infrastructure lost, or None."""
+    return next((row.infra_error for row in rows if row.infra_error), None)
 

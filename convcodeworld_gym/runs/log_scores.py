@@ -14,6 +14,11 @@ inputs and checks that the rows are complete.
   lacks the model's later turns; they count as passing (its passing code carried over),
   where the reference writes each of them anew on the reference's history.
 
+Either way an episode holding a turn the infrastructure lost (``TurnRecord.infra_error``: its
+run was lost, also on its retry) is left out: that turn is no verdict, so where the episode
+first passed is unknown, and counting it as a failure would blame the program. ``Scores.left_out``
+says how many were (a static task whose own turn-0 row was lost is left out too).
+
 Holds:
     combinations          the feedback combinations a set of rows holds
     live_run_scores       Scores of a live run, one combination
@@ -24,6 +29,7 @@ Holds:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from ..reference import ReferenceLog, ReferenceSpec, load_reference
 from ..combos import ALL_CONFIGS, FeedbackConfig
@@ -43,7 +49,10 @@ def combinations(rows: Iterable[TurnRecord]) -> list[str]:
     return [c.name for c in ALL_CONFIGS if c.name in present]
 
 
-def _episodes(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, first_turn: int, what: str) -> dict[str, list[TurnRecord]]:
+def _episodes(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, first_turn: int, what: str
+              ) -> tuple[dict[str, list[TurnRecord]], set[str]]:
+    """The episodes of one combination, task id -> its turns (checked: every turn from ``first_turn`` on, once),
+    and the task ids of those among them that hold a turn the infrastructure lost (to be left out)."""
     name = FeedbackConfig.parse(feedback).name
     rows = list(rows)
     episodes = {task_id: turns for (combo, task_id), turns in group_episodes(rows).items() if combo == name}
@@ -57,7 +66,18 @@ def _episodes(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, first_
                 f"the {what}'s {name} episode of {task_id!r} has turns {numbers}, expected {expected}: "
                 "a turn is missing or duplicated; re-run that task"
             )
-    return episodes
+    return episodes, {task_id for task_id, turns in episodes.items() if any(row.infra_error for row in turns)}
+
+
+def _scored(episodes: dict[str, list[TurnRecord]], lost: set[str], name: str, what: str) -> dict[str, list[TurnRecord]]:
+    """``episodes`` without the ``lost`` ones; raises when none is left to score."""
+    kept = {task_id: turns for task_id, turns in episodes.items() if task_id not in lost}
+    if not kept:
+        raise ReferenceLogError(
+            f"every {name} episode of the {what} ({len(episodes)}) holds a turn the infrastructure lost "
+            "(rows with infra_error): there is nothing to score; play them again (remove their rows and resume)"
+        )
+    return kept
 
 
 def live_run_scores(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, max_turns: int = DEFAULT_MAX_TURNS) -> Scores:
@@ -68,9 +88,14 @@ def live_run_scores(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, 
     >>> s = live_run_scores([row("a", 0, False), row("a", 1, True), row("b", 0, False)], "CF")
     >>> s.mrr, s.recall, s.pass_at_turn[:2]
     (0.25, 0.5, (0.0, 0.5))
+
+    Episodes holding a turn the infrastructure lost are left out (``Scores.left_out``).
     """
-    episodes = _episodes(rows, feedback, 0, "live run")
-    return live_scores([first_pass_turn([row.passed for row in turns]) for turns in episodes.values()], max_turns)
+    name = FeedbackConfig.parse(feedback).name
+    episodes, lost = _episodes(rows, name, 0, "live run")
+    kept = _scored(episodes, lost, name, "live run")
+    scores = live_scores([first_pass_turn([row.passed for row in turns]) for turns in kept.values()], max_turns)
+    return replace(scores, left_out=len(lost))
 
 
 def static_run_scores(
@@ -93,6 +118,9 @@ def static_run_scores(
             default: the run's own turn-0 rows. Without any, MRR and Recall ignore the model's turn 0.
         compensate_init: credit the model's own turn-0 pass 1 in MRR (the reference's default).
 
+    Episodes holding a turn the infrastructure lost, and tasks whose own turn-0 row it lost, are left out
+    (``Scores.left_out``).
+
     Raises:
         ReferenceLogError: the reference lacks a task of the run, a run episode misses a turn,
             no reference is given or named, or ``turn0`` lacks a task.
@@ -103,7 +131,7 @@ def static_run_scores(
     rows = [row for row in rows if row.turn != 0]
     if turn0 is None and logged_turn0:
         turn0 = logged_turn0
-    episodes = _episodes(rows, name, 1, "static run")
+    episodes, lost = _episodes(rows, name, 1, "static run")
     if reference is None:
         named = {row.reference for turns in episodes.values() for row in turns}
         if len(named) != 1 or not next(iter(named)):
@@ -118,18 +146,21 @@ def static_run_scores(
         # the same combination's turn 0 when present, else any combination's (turn 0 sees no feedback)
         own_turn0 = {row.task_id: row.passed for row in firsts if row.feedback != name}
         own_turn0.update({row.task_id: row.passed for row in firsts if row.feedback == name})
+        turn0_lost = {row.task_id: bool(row.infra_error) for row in firsts if row.feedback != name}
+        turn0_lost.update({row.task_id: bool(row.infra_error) for row in firsts if row.feedback == name})
         missing = [task_id for task_id in episodes if task_id not in own_turn0]
         if missing:
             raise ReferenceLogError(f"the turn-0 rows lack task(s) {missing[:5]}; pass the model's run that played every task")
+        lost |= {task_id for task_id in episodes if turn0_lost[task_id]}
     items = []
-    for task_id, turns in episodes.items():
+    for task_id, turns in _scored(episodes, lost, name, "static run").items():
         model = {row.turn: row.passed for row in turns}
         if turns[-1].passed:  # the episode stopped at the model's pass: its code is carried over
             model.update({t: True for t in range(turns[-1].turn + 1, max_turns + 1)})
         if task_id in own_turn0:
             model[0] = own_turn0[task_id]
         items.append((log.passes(task_id), model))
-    return static_scores(items, max_turns, compensate_init=compensate_init)
+    return replace(static_scores(items, max_turns, compensate_init=compensate_init), left_out=len(lost))
 
 
 def run_scores(

@@ -97,6 +97,10 @@ class Report:
         tasks = f"{counts[0]} tasks" if len(counts) == 1 else "tasks per combination: " + ", ".join(
             f"{_label(n)} {s.n_tasks}" for n, s in self.scores.items()
         )
+        left_out = {n: s.left_out for n, s in self.scores.items() if s.left_out}
+        if left_out:  # no verdict: a run of theirs was lost to the infrastructure, also on its retry
+            tasks += "; left out, a run lost to the infrastructure: " + ", ".join(
+                f"{_label(n)} {count}" for n, count in left_out.items())
         return f"{who} on {self.benchmark} ({self.dataset}, {tasks})"
 
     def captions(self) -> tuple[str, str]:
