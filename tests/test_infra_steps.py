@@ -1,4 +1,4 @@
-"""What the static replay does with a step the infrastructure lost (``infra_error``): no
+"""What the static replay and the trainers' adapter do with a step the infrastructure lost (``infra_error``): no
 reward of 0 ever stands for it. The executor's verdicts come from the fake (:class:`FakeExecutor` with ``lost=``),
 which returns a lost result as the sandbox does after a lost retry (the sandbox side is proved with real kills in
 ``tests/sandbox/test_infra_loss.py``); here only what is built on the result is checked.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
@@ -16,6 +17,7 @@ from convcodeworld_gym.env import ConvCodeWorldEnv
 from convcodeworld_gym.errors import InfrastructureError
 from convcodeworld_gym.tasks import Task
 from convcodeworld_gym.testing import FakeExecutor
+from convcodeworld_gym.training.choice import CandidateChoiceEnv
 
 TASK = "HumanEval/2"
 
@@ -67,4 +69,43 @@ def test_a_bandit_score_of_a_lost_run_raises_instead_of_scoring_0(reference_log,
         env.score(first, humaneval[TASK].ground_truth)
     assert caught.value.task_id == TASK and "SIGKILL" in caught.value.reason
     assert env.score(first, humaneval[TASK].ground_truth) == 1.0
+    env.close()
+
+
+class _Fixed:
+    """Candidates: always the same ``k`` replies (the first wrong, the second correct)."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = replies
+
+    def candidates(self, task, observation, previous_code, k, rng):
+        return list(self.replies)
+
+
+def _choice_env(humaneval, executor) -> CandidateChoiceEnv:
+    task = humaneval[TASK]
+    live = ConvCodeWorldEnv("CF-EF_full", dataset=humaneval.subset(ids=[TASK]), executor=executor, max_turns=3)
+    return CandidateChoiceEnv(live, _Fixed([wrong(task), task.ground_truth]), k=2)
+
+
+def test_the_choice_env_takes_a_lost_step_again_so_no_0_is_learned(humaneval):
+    truth = humaneval[TASK].ground_truth
+    executor = FakeExecutor(lost=losing(1, lambda program: "pass" not in program))  # the correct one's first run
+    env = _choice_env(humaneval, executor)
+    env.reset(seed=0)
+    _, reward, terminated, truncated, info = env.step(0)  # wrong: a real 0
+    assert (reward, terminated, truncated, info["infra_error"]) == (0.0, False, False, None)
+    obs, reward, terminated, truncated, info = env.step(1)  # correct: lost, taken again after the wrong one
+    assert (reward, terminated, info["infra_error"], info["turn"]) == (1.0, True, None, 1)
+    assert "SIGKILL" in info["step_replayed"] and isinstance(obs, np.ndarray)
+    programs = [program for _, program in executor.calls]
+    assert len(programs) == 4 and truth in programs[1] and truth in programs[3] and "pass" in programs[2]
+    env.close()
+
+
+def test_the_choice_env_raises_when_a_step_is_lost_again(humaneval):
+    env = _choice_env(humaneval, FakeExecutor(lost=losing(2)))
+    env.reset(seed=0)
+    with pytest.raises(InfrastructureError, match="was lost too"):
+        env.step(1)
     env.close()

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
+from convcodeworld_gym.errors import InfrastructureError
 from convcodeworld_gym.static import BanditRound, StaticReplay
 from convcodeworld_gym.training.candidates import apply_strategy, program, replayed_state
 from convcodeworld_gym.training.choice import FeedbackFeatures
@@ -65,20 +66,27 @@ def context_vector(features: FeedbackFeatures, round_: BanditRound) -> np.ndarra
 
 
 def reward_table(replay: StaticReplay, coder: SyntheticCoder, seed: int, hash_dim: int, resample_bugs: int) -> dict[str, Any]:
-    """Every round's context, every arm's reward (real executions) and the round's task and turn."""
+    """Every round's context, every arm's reward (real executions) and the round's task and turn.
+
+    A round in which the infrastructure lost an arm's run (also on its retry: :class:`InfrastructureError`) has no
+    reward for that arm; the round is left out (not scored 0), and ``left_out`` lists it with the reason."""
     features = FeedbackFeatures(replay.max_turns, hash_dim)
-    contexts, rewards, where = [], [], []
-    for round_ in replay.rounds():
+    contexts, rewards, where, left_out = [], [], [], []
+    for number, round_ in enumerate(replay.rounds()):
         state = replayed_state(coder, round_.task, replay.config.name, seed, round_.history)
-        rng = np.random.default_rng([seed, len(where)])
-        rewards.append([replay.score(round_, fenced(program(round_.task, apply_strategy(arm, round_.task, state, rng, resample_bugs=resample_bugs))))
-                        for arm in ARMS])
+        rng = np.random.default_rng([seed, number])
+        try:
+            rewards.append([replay.score(round_, fenced(program(round_.task, apply_strategy(arm, round_.task, state, rng, resample_bugs=resample_bugs))))
+                            for arm in ARMS])
+        except InfrastructureError as exc:
+            left_out.append({"task_id": round_.task.task_id, "turn": round_.turn, "infra_error": exc.reason})
+            continue
         contexts.append(context_vector(features, round_))
         where.append((round_.task.task_id, round_.turn))
     if not where:
         raise SystemExit("the reference log yields no static rounds (its code passed at turn 0 everywhere); "
                          "record it with a weaker coder (--strength) or more tasks")
-    return {"contexts": np.asarray(contexts), "rewards": np.asarray(rewards, dtype=float), "rounds": where}
+    return {"contexts": np.asarray(contexts), "rewards": np.asarray(rewards, dtype=float), "rounds": where, "left_out": left_out}
 
 
 def run_learner(contexts: np.ndarray, rewards: np.ndarray, order: np.ndarray, alpha: float, seed: int) -> np.ndarray:
@@ -173,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     random_final = [float(c[-1]) for c in sampled_random]
     summary = {
         "rounds": n,
+        "rounds_left_out": len(table["left_out"]),  # an arm's run lost to the infrastructure: no reward, not a 0
         "tasks": len({task for task, _ in table["rounds"]}),
         "linucb_cumulative_reward_mean": float(np.mean(learned_final)),
         "linucb_cumulative_reward_std": float(np.std(learned_final, ddof=1)) if args.orders > 1 else None,
@@ -194,6 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "linucb_curve_mean": np.mean(learned, axis=0).tolist(), "random_curve_mean": np.mean(sampled_random, axis=0).tolist(),
         "regret_vs_best_fixed_curve_mean": np.mean(regret, axis=0).tolist(),
         "rounds": [{"task_id": t, "turn": turn, "rewards": dict(zip(ARMS, r.tolist()))} for (t, turn), r in zip(table["rounds"], rewards)],
+        "rounds_left_out": table["left_out"],
     }
     with open(os.path.join(args.out, "bandit.json"), "w") as fh:
         json.dump(report, fh, indent=1)

@@ -35,6 +35,7 @@ from typing import Any
 import gymnasium as gym
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
+from convcodeworld_gym.errors import InfrastructureError
 from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.tasks import TaskSet, load_tasks
 
@@ -70,6 +71,7 @@ class EpisodeRollout:
     env_mask: list[int] = field(default_factory=list)
     reward: float = 0.0
     turns: int = 0
+    infra_error: str | None = None  # the infrastructure lost a run of it: no reward (the env ended it there)
 
     def add(self, ids: Sequence[int], logprobs: Sequence[float] | None, from_model: bool) -> None:
         self.completion_ids.extend(ids)
@@ -152,6 +154,11 @@ def make_rollout_func(
     an instruction is its repeated entries. The prompt text identifies the task.
     Returns ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (0 on feedback
     tokens) and ``env_reward`` (forwarded to the reward function).
+
+    An episode in which the infrastructure lost a run (``info["infra_error"]``: lost, also on the
+    executor's own retry; the env ends the episode there) has no reward, and GRPO needs one for every
+    completion of a group: the episode is played again from its prompt. Lost again,
+    :class:`~convcodeworld_gym.errors.InfrastructureError` is raised rather than a 0 given.
     """
     by_prompt = {task.prompt: task.task_id for task in tasks}
     env = env_factory()
@@ -168,6 +175,14 @@ def make_rollout_func(
                 if text not in by_prompt:
                     raise KeyError(f"rollout prompt does not match any task's instruction: {text[:80]!r}...")
                 episode = _play(env, by_prompt[text], text, codec, model, tokenizer, turns, max_new_tokens, temperature)
+                if episode.infra_error is not None:  # no reward: the episode is played again
+                    lost = episode.infra_error
+                    episode = _play(env, by_prompt[text], text, codec, model, tokenizer, turns, max_new_tokens, temperature)
+                    if episode.infra_error is not None:
+                        raise InfrastructureError(
+                            f"an episode of {by_prompt[text]} was lost to the infrastructure ({lost}), and again when "
+                            f"played anew ({episode.infra_error}); it has no reward to train on",
+                            by_prompt[text], episode.infra_error)
                 if on_rollout is not None:
                     on_rollout(episode)
                 out["prompt_ids"].append(episode.prompt_ids)
@@ -191,8 +206,9 @@ def _play(env: gym.Env, task_id: str, prompt: str, codec: ConversationCodec, mod
         ids, logprobs = _generate(model, tokenizer, episode.prompt_ids + episode.completion_ids, max_new_tokens, temperature)
         episode.add(ids, logprobs, from_model=True)
         reply = tokenizer.decode(ids, skip_special_tokens=True)
-        obs, reward, terminated, truncated, _ = env.step(reply)
+        obs, reward, terminated, truncated, info = env.step(reply)
         episode.reward, episode.turns = max(episode.reward, float(reward)), turn + 1
+        episode.infra_error = info["infra_error"]
         if terminated or truncated or turn == turns - 1:
             break
         episode.add(codec.feedback(messages, reply, feedback_message(obs)), None, from_model=False)

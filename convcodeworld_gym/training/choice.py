@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from ..errors import InfrastructureError
 from ..extract import extract_code
 from ..feedback import compilation_feedback
 from ..observation import FEEDBACK_KEYS
@@ -129,6 +130,13 @@ class CandidateChoiceEnv(gym.Wrapper[np.ndarray, int, dict[str, Any], str]):
 
     ``info["candidates"]`` holds the replies offered for the *next* step, and
     ``info["chosen"]`` the reply the last action picked.
+
+    A step whose run the infrastructure lost (``info["infra_error"]``: lost, also on the executor's own retry)
+    has no reward to give, and an on-policy learner cannot leave a step out of its rollout, so the step is taken
+    again: the wrapped env is reset to the same task, the episode's earlier replies are stepped again (the
+    executor's cache answers them), then the chosen one. ``info["step_replayed"]`` then names the first loss.
+    Lost again (or should the replay not retrace the episode), :class:`~convcodeworld_gym.errors.InfrastructureError`
+    is raised: a 0 would teach the learner that the reply failed.
     """
 
     def __init__(self, env: gym.Env, source: CandidateSource, k: int = 4, hash_dim: int = 32,
@@ -144,6 +152,7 @@ class CandidateChoiceEnv(gym.Wrapper[np.ndarray, int, dict[str, Any], str]):
         self.action_space = spaces.Discrete(k)
         self._candidates: list[str] = []
         self._previous_code = ""
+        self._played: list[str] = []  # the replies stepped so far in this episode (to take a lost step again)
         self._rng = np.random.default_rng()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
@@ -151,6 +160,7 @@ class CandidateChoiceEnv(gym.Wrapper[np.ndarray, int, dict[str, Any], str]):
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         self._previous_code = ""
+        self._played = []
         return self._observe(obs, {**info, "pass_fraction": 0.0, "compile_ok": False})
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -158,10 +168,33 @@ class CandidateChoiceEnv(gym.Wrapper[np.ndarray, int, dict[str, Any], str]):
             raise ValueError(f"action must be an int in [0, {self.k}), got {action!r}")
         chosen = self._candidates[int(action)]
         obs, reward, terminated, truncated, info = self.env.step(chosen)
+        if info.get("infra_error") is not None:
+            obs, reward, terminated, truncated, info = self._step_again(chosen, str(info["infra_error"]))
+        self._played.append(chosen)
         self._previous_code = str(obs["code"])
         vec, info = self._observe(obs, info)
         info["chosen"] = chosen
         return vec, float(reward), terminated, truncated, info
+
+    def _step_again(self, chosen: str, lost: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Take a step the infrastructure lost again: reset the wrapped env to the same task, step the episode's
+        earlier replies, then ``chosen``. Raises InfrastructureError when that fails (see the class docstring)."""
+        task_id = self.env.unwrapped.task.task_id  # type: ignore[attr-defined]
+
+        def fail(why: str) -> InfrastructureError:
+            return InfrastructureError(
+                f"a step of {task_id} was lost to the infrastructure ({lost}), and taking it again {why}; its reward "
+                "is unknown, so the episode cannot go on", task_id, lost)
+
+        self.env.reset(options={"task_id": task_id})
+        for turn, reply in enumerate(self._played):
+            _, _, terminated, truncated, info = self.env.step(reply)
+            if info.get("infra_error") is not None or terminated or truncated:
+                raise fail(f"failed at its turn {turn}, replayed ({info.get('infra_error') or info.get('episode_end')})")
+        obs, reward, terminated, truncated, info = self.env.step(chosen)
+        if info.get("infra_error") is not None:
+            raise fail(f"was lost too ({info['infra_error']})")
+        return obs, reward, terminated, truncated, {**info, "step_replayed": lost}
 
     def _observe(self, obs: Mapping[str, Any], info: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
         task: Task = self.env.unwrapped.task  # type: ignore[attr-defined]
