@@ -33,6 +33,7 @@ Holds:
     snapshot        program side: the pickle of an object, its mirrored parts tagged
     Mirrors         judge side: the mirrors of one run (rebuild, refresh, identity, the way back)
     MirrorRefused   why the judge would not rebuild a pickle
+    MAX_SNAPSHOT_BYTES  the largest pickle the judge rebuilds
 """
 
 from __future__ import annotations

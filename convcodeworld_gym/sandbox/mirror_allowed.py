@@ -16,8 +16,15 @@ BigCodeBench canonical solution returns, and every figure it draws) on the BigCo
 package's own test environment, and each entry of :data:`REVIEWED` and :data:`FUNCTIONS` was read.
 
 Holds:
-    MIRRORED_ROOTS  the libraries whose objects cross as mirrors
-    refusal         why the judge will not rebuild a global, or None
+    MIRRORED_ROOTS         the libraries whose objects cross as mirrors
+    DATA_ROOTS             the libraries of data types (numpy, pandas, pyarrow, pytz), rebuilt as they pickle
+    PLAIN_TYPES            plain data types a pickle may name (the standard library's; time zones)
+    FUNCTIONS              the library functions a pickle may name
+    POINTER_PROTOCOLS      protocols that hand over a memory address (refused on stand-ins and in mirrors)
+    DECIDING               the operations by which a test compares a value with its own
+    REVIEWED               the deciding operations of mirrored classes that were read and found honest
+    BOUND_BUILTIN_METHODS  methods of plain containers a pickle may bind
+    refusal                why the judge will not rebuild a global, or None
 """
 
 from __future__ import annotations
