@@ -49,7 +49,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .mirror_allowed import BOUND_BUILTIN_METHODS, FUNCTIONS, MIRRORED_ROOTS, PLAIN_TYPES, POINTER_PROTOCOLS, refusal
+from .mirror_allowed import (BOUND_BUILTIN_METHODS, FUNCTIONS, MIRRORED_ROOTS, PLAIN_TYPES, POINTER_PROTOCOLS,
+                             refusal, root_of)
 
 __all__ = ["MIRRORED_ROOTS", "mirrored", "snapshot", "Mirrors", "MirrorRefused", "MAX_SNAPSHOT_BYTES"]
 
@@ -64,7 +65,7 @@ class MirrorRefused(Exception):
 def mirrored(cls: type) -> bool:
     """Does an object of ``cls`` cross to the judge as a mirror? (Program side: a hint only; the judge decides.)"""
     module = cls.__dict__.get("__module__") if isinstance(cls.__dict__.get("__module__"), str) else ""
-    return module.split(".")[0] in MIRRORED_ROOTS and not issubclass(cls, BaseException)
+    return root_of(module) in MIRRORED_ROOTS and not issubclass(cls, BaseException)
 
 
 def _tagged(tag: int, cls: type) -> Any:
@@ -77,13 +78,10 @@ _NATIVE = frozenset({int, float, complex, str, bytes, bytearray, bool, type(None
                      slice, range, type(Ellipsis), type(NotImplemented)})
 
 
-def _root(module: str) -> str:
-    return module.split(".")[0]
-
-
 @functools.lru_cache(maxsize=4096)
-def _class_refused(cls: type) -> bool:
-    return refusal(str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")), cls) is not None
+def _class_refusal(cls: type) -> str | None:
+    """Why the judge will not rebuild an object of ``cls`` (:func:`.mirror_allowed.refusal`), or None."""
+    return refusal(str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")), cls)
 
 
 def _by_reference(obj: Any) -> bool:
@@ -95,21 +93,21 @@ def _by_reference(obj: Any) -> bool:
     if cls in _NATIVE or obj is _tagged or obj is getattr:
         return False
     if isinstance(obj, type):
-        return _class_refused(obj)
+        return _class_refusal(obj) is not None
     owner = getattr(obj, "__self__", None)
     if isinstance(obj, (types.MethodType, types.BuiltinMethodType)) and owner is not None \
             and not isinstance(owner, types.ModuleType):  # a bound method: pickled as getattr(owner, name)
         name = str(getattr(obj, "__name__", ""))
         if isinstance(owner, type):  # a class's own rebuilding function (zoneinfo's ZoneInfo._unpickle)
-            return _class_refused(owner) or (_root(str(owner.__module__)), f"{owner.__qualname__}.{name}") not in FUNCTIONS
+            return _class_refusal(owner) is not None or (root_of(str(owner.__module__)), f"{owner.__qualname__}.{name}") not in FUNCTIONS
         if isinstance(obj, types.MethodType):  # a library method of an object the judge rebuilds
             module = getattr(obj.__func__, "__module__", None)
-            return _by_reference(owner) or not isinstance(module, str) or _root(module) not in MIRRORED_ROOTS
-        return not (name in BOUND_BUILTIN_METHODS and (type(owner) in (list, dict, set) or not _class_refused(type(owner))))
+            return _by_reference(owner) or not isinstance(module, str) or root_of(module) not in MIRRORED_ROOTS
+        return not (name in BOUND_BUILTIN_METHODS and (type(owner) in (list, dict, set) or _class_refusal(type(owner)) is None))
     module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if callable(obj) and isinstance(module, str) and isinstance(name, str):  # a function: Python, C or Cython
         return refusal(module, name, obj) is not None
-    return _class_refused(cls)
+    return _class_refusal(cls) is not None
 
 
 class _Snapshotter(pickle.Pickler):
@@ -202,10 +200,6 @@ class Mirrors:
         return obj
 
 
-def _class_refusal(cls: type) -> str | None:
-    return refusal(str(cls.__module__), str(cls.__qualname__), cls)
-
-
 def _method(obj: Any, name: Any) -> Any:
     """``getattr`` as a pickle may use it: a bound method of a rebuilt object, defined by an allowed class's own
     code (a callback registry's ``fig.pick``), or a plain container's method in :data:`BOUND_BUILTIN_METHODS`
@@ -217,13 +211,13 @@ def _method(obj: Any, name: Any) -> Any:
     if name in BOUND_BUILTIN_METHODS and (cls in (list, dict, set) or cls.__name__ in PLAIN_TYPES.get(cls.__module__, ())):
         return getattr(obj, name)
     if isinstance(obj, type):  # a class's own rebuilding function (zoneinfo's ZoneInfo._unpickle)
-        if _class_refusal(obj) is None and (_root(str(obj.__module__)), f"{obj.__qualname__}.{name}") in FUNCTIONS:
+        if _class_refusal(obj) is None and (root_of(str(obj.__module__)), f"{obj.__qualname__}.{name}") in FUNCTIONS:
             return getattr(obj, name)
         raise MirrorRefused(f"the pickle reads {name!r} of class {obj.__qualname__}, which the judge refuses")
-    if str(cls.__module__).split(".")[0] not in MIRRORED_ROOTS or _class_refusal(cls) is not None:
+    if root_of(str(cls.__module__)) not in MIRRORED_ROOTS or _class_refusal(cls) is not None:
         raise MirrorRefused(f"the pickle reads {name!r} of a {cls.__qualname__} object, which the judge refuses")
     found = inspect.getattr_static(obj, name, None)
-    if not isinstance(found, types.FunctionType) or found.__module__.split(".")[0] not in MIRRORED_ROOTS:
+    if not isinstance(found, types.FunctionType) or root_of(str(found.__module__)) not in MIRRORED_ROOTS:
         raise MirrorRefused(f"the pickle reads {cls.__qualname__}.{name}, which is not a method of the library")
     return getattr(obj, name)
 
@@ -253,7 +247,7 @@ class _Unpickler(pickle.Unpickler):
         why = refusal(module, name, found)
         if why is not None:
             raise MirrorRefused(f"the pickle names {why}; the judge does not rebuild it")
-        return _validated(found) if _root(module) == "pyarrow" and not isinstance(found, type) else found
+        return _validated(found) if root_of(module) == "pyarrow" and not isinstance(found, type) else found
 
     def persistent_load(self, pid: Any) -> Any:
         """A program object sent by reference: the judge's stand-in of it, under the stand-ins' own rules."""

@@ -25,6 +25,7 @@ Holds:
     REVIEWED               the deciding operations of mirrored classes that were read and found honest
     BOUND_BUILTIN_METHODS  methods of plain containers a pickle may bind
     refusal                why the judge will not rebuild a global, or None
+    root_of                the top-level package of a module's name
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["MIRRORED_ROOTS", "DATA_ROOTS", "PLAIN_TYPES", "FUNCTIONS", "POINTER_PROTOCOLS", "DECIDING", "REVIEWED", "BOUND_BUILTIN_METHODS",
-           "refusal"]
+           "refusal", "root_of"]
 
 #: Top-level modules whose objects cross to the judge as mirrors.
 MIRRORED_ROOTS = frozenset({"matplotlib", "mpl_toolkits", "seaborn", "sklearn", "scipy", "statsmodels", "rsa", "bs4",
@@ -122,7 +123,8 @@ REVIEWED = frozenset({
 BOUND_BUILTIN_METHODS = frozenset({"remove", "close"})
 
 
-def _root(module: str) -> str:
+def root_of(module: str) -> str:
+    """The top-level package of a module's dotted name."""
     return module.split(".")[0]
 
 
@@ -131,7 +133,7 @@ def _deciding(cls: type) -> list[str]:
     found = []
     for klass in cls.__mro__:
         module = klass.__dict__.get("__module__")
-        if not isinstance(module, str) or _root(module) not in MIRRORED_ROOTS:
+        if not isinstance(module, str) or root_of(module) not in MIRRORED_ROOTS:
             continue
         for name in DECIDING & klass.__dict__.keys():
             key = f"{module}.{klass.__qualname__}.{name}"
@@ -142,7 +144,7 @@ def _deciding(cls: type) -> list[str]:
 
 def refusal(module: str, name: str, found: Any) -> str | None:
     """Why the judge will not rebuild ``found``, the global ``module.name`` of a pickle, or None when it may."""
-    root = _root(module)
+    root = root_of(module)
     if isinstance(found, type):
         if root in DATA_ROOTS or name in PLAIN_TYPES.get(module, ()):
             return None
@@ -155,6 +157,6 @@ def refusal(module: str, name: str, found: Any) -> str | None:
                                           f"({', '.join(sorted(deciding)[:3])}), which no one has reviewed")
     if callable(found) and (root, name) in FUNCTIONS:  # Python, C or Cython functions
         return None
-    if root in DATA_ROOTS and not callable(found) and _root(str(type(found).__module__)) in DATA_ROOTS:
+    if root in DATA_ROOTS and not callable(found) and root_of(str(type(found).__module__)) in DATA_ROOTS:
         return None  # a constant of a data library (pandas.NA)
     return f"{module}.{name} is not among the functions the judge rebuilds with"
