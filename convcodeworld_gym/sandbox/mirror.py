@@ -158,7 +158,7 @@ class Mirrors:
     >>> mirrors.load(pickle.dumps(print))
     Traceback (most recent call last):
     ...
-    convcodeworld_gym.sandbox.mirror.MirrorRefused: the pickle names builtins.print, which the judge does not rebuild
+    convcodeworld_gym.sandbox.mirror.MirrorRefused: the pickle names builtins.print, which the judge does not rebuild: it is not among the functions the judge rebuilds with
     """
 
     def __init__(self) -> None:
@@ -246,7 +246,7 @@ class _Unpickler(pickle.Unpickler):
             raise MirrorRefused(f"the pickle names {module}.{name}, which the judge's {module} does not have")
         why = refusal(module, name, found)
         if why is not None:
-            raise MirrorRefused(f"the pickle names {why}; the judge does not rebuild it")
+            raise MirrorRefused(f"the pickle names {module}.{name}, which the judge does not rebuild: {why}")
         return _validated(found) if root_of(module) == "pyarrow" and not isinstance(found, type) else found
 
     def persistent_load(self, pid: Any) -> Any:

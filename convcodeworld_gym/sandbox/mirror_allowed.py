@@ -143,20 +143,27 @@ def _deciding(cls: type) -> list[str]:
 
 
 def refusal(module: str, name: str, found: Any) -> str | None:
-    """Why the judge will not rebuild ``found``, the global ``module.name`` of a pickle, or None when it may."""
+    """Why the judge will not rebuild ``found``, the global ``module.name`` of a pickle (a clause: "it is an exception
+    class"), or None when it may.
+
+    >>> refusal("builtins", "print", print)
+    'it is not among the functions the judge rebuilds with'
+    >>> refusal("builtins", "slice", slice) is None
+    True
+    """
     root = root_of(module)
     if isinstance(found, type):
         if root in DATA_ROOTS or name in PLAIN_TYPES.get(module, ()):
             return None
         if root not in MIRRORED_ROOTS:
-            return f"{module}.{name} is no class of a mirrored library"
+            return "it is no class of a mirrored library"
         if issubclass(found, BaseException):
-            return f"{module}.{name} is an exception class"
+            return "it is an exception class"
         deciding = _deciding(found)
-        return None if not deciding else (f"{module}.{name} decides comparisons itself "
-                                          f"({', '.join(sorted(deciding)[:3])}), which no one has reviewed")
+        return None if not deciding else (f"it decides comparisons itself ({', '.join(sorted(deciding)[:3])}), "
+                                          "which no one has reviewed")
     if callable(found) and (root, name) in FUNCTIONS:  # Python, C or Cython functions
         return None
     if root in DATA_ROOTS and not callable(found) and root_of(str(type(found).__module__)) in DATA_ROOTS:
         return None  # a constant of a data library (pandas.NA)
-    return f"{module}.{name} is not among the functions the judge rebuilds with"
+    return "it is not among the functions the judge rebuilds with"
