@@ -1,4 +1,11 @@
-"""Compilation feedback (CF): Python's ``compile()`` of the model's code."""
+"""Compilation feedback (CF): Python's ``compile()`` of the model's code.
+
+The text has the reference's shape: its ``compile_code`` (``convcodeworld/pot.py``, lines 21-26) returns
+``traceback.format_exc()`` of the failed ``compile(code, 'tmp.py', mode='exec')``, so the traceback starts
+with the frame of that call in the reference's own file, then the error as ``compile`` reports it. The
+reference's frame is written with its path normalised to the file's name (:data:`REFERENCE_FRAME`): the
+directory the reference was installed in is no part of the feedback.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +13,41 @@ import traceback
 
 from ..tasks.record import quiet_compiling
 
-__all__ = ["NO_SYNTAX_ERRORS", "COMPILE_FILENAME", "compilation_feedback", "compiled"]
+__all__ = ["NO_SYNTAX_ERRORS", "COMPILE_FILENAME", "REFERENCE_FRAME", "compilation_feedback", "compiled"]
 
 NO_SYNTAX_ERRORS = "No syntax errors"
 #: File name ``compile()`` is given, as in the reference (tracebacks say ``File "tmp.py"``).
 COMPILE_FILENAME = "tmp.py"
+#: The frame of the reference's ``compile`` call (``convcodeworld/pot.py``, line 23) that its traceback shows
+#: first, with the path normalised to the file's name.
+REFERENCE_FRAME = """  File "pot.py", line 23, in compile_code\n    compile(code, 'tmp.py', mode='exec')\n"""
+_HEADER = "Traceback (most recent call last):\n"
 
 
 def compilation_feedback(code: str) -> tuple[bool, str]:
     """Compile ``code`` (never run it) and return ``(ok, text)``.
 
-    ``text`` is ``"No syntax errors"`` on success, else the traceback of the error.
+    ``text`` is ``"No syntax errors"`` on success, else the traceback of the error as the reference's
+    ``compile_code`` writes it: its own frame (:data:`REFERENCE_FRAME`), then the error.
 
     >>> compilation_feedback("x = 1")
     (True, 'No syntax errors')
     >>> ok, text = compilation_feedback("def f(:\\n  pass")
-    >>> ok, text.splitlines()[0], text.splitlines()[-1]
-    (False, 'Traceback (most recent call last):', 'SyntaxError: invalid syntax')
+    >>> print(text, end="")
+    Traceback (most recent call last):
+      File "pot.py", line 23, in compile_code
+        compile(code, 'tmp.py', mode='exec')
+      File "tmp.py", line 1
+        def f(:
+              ^
+    SyntaxError: invalid syntax
     """
     try:
         with quiet_compiling():
             compile(code, COMPILE_FILENAME, "exec")
     except Exception as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError ...
         detail = "".join(traceback.format_exception_only(type(exc), exc))
-        return False, "Traceback (most recent call last):\n" + detail
+        return False, _HEADER + REFERENCE_FRAME + detail
     return True, NO_SYNTAX_ERRORS
 
 

@@ -25,6 +25,7 @@ from ...extract import build_program
 from ...sandbox.executor import Executor
 from ...sandbox.local import LocalExecutor
 from ...sandbox.result import Outcome, TestResult
+from ..compilation import REFERENCE_FRAME
 from ..context import TurnContext, VerbalReply
 from .leak import leaked_lines, redact
 from .probe import Call, first_difference, probe_calls
@@ -101,12 +102,15 @@ def _sentence(text: str) -> str:
 def error_summary(traceback_text: str) -> ErrorSummary | None:
     """Find the (last) exception of a traceback text: its kind, message and the line it points at.
 
+    The frame of the reference's ``compile`` call that opens a compilation feedback (:data:`REFERENCE_FRAME`)
+    is the harness's, never the code's: an error with no frame of its own (null bytes) points at no line.
+
     >>> error_summary('Traceback (most recent call last):\\n  File "tmp.py", line 3\\n    x = (\\n        ^\\nSyntaxError: \\'(\\' was never closed')
     ErrorSummary(kind='SyntaxError', message="'(' was never closed", line=3, source='x = (')
     >>> error_summary("Not run: the test did not report a result.") is None
     True
     """
-    lines = traceback_text.splitlines()
+    lines = traceback_text.replace(REFERENCE_FRAME, "").splitlines()
     frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
     start = frames[-1] + 1 if frames else 0
     for i in range(start, len(lines)):
