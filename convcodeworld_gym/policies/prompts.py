@@ -9,6 +9,7 @@ corrected code. The reply is expected in a ```python block.
 Holds:
     SYSTEM_PROMPT      the system message
     initial_prompt     the user message of turn 0
+    feedback_sections  this turn's feedback as the model is shown it
     refinement_prompt  the user message of a feedback turn
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..feedback.compilation import compiled
 
-__all__ = ["SYSTEM_PROMPT", "initial_prompt", "refinement_prompt"]
+__all__ = ["SYSTEM_PROMPT", "initial_prompt", "feedback_sections", "refinement_prompt"]
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. You write complete, executable, self-contained code "
@@ -50,6 +51,20 @@ def initial_prompt(task: str) -> str:
     )
 
 
+def feedback_sections(observation: Mapping[str, Any]) -> list[str]:
+    """This turn's feedback as the model is shown it: compilation, execution, the user's words, each with its label,
+    only when shown ("No syntax errors" never is, as in the reference).
+
+    >>> feedback_sections({"compilation_feedback": "No syntax errors", "execution_feedback": "TEST_1\\nAssertionError",
+    ...                    "verbal_feedback": ""})
+    ['Execution feedback (results of running the tests on the previous code):\\nTEST_1\\nAssertionError']
+    """
+    shown = {key: str(observation.get(key) or "").strip() for key, _, _ in _SECTIONS}
+    if compiled(shown["compilation_feedback"]):
+        shown["compilation_feedback"] = ""  # the reference never shows it to the model
+    return [f"{label} ({what}):\n{shown[key]}" for key, label, what in _SECTIONS if shown[key]]
+
+
 def refinement_prompt(observation: Mapping[str, Any]) -> str:
     """A feedback turn: the task, the previous code and this turn's feedback, asking for a fix.
 
@@ -61,18 +76,13 @@ def refinement_prompt(observation: Mapping[str, Any]) -> str:
     >>> "No syntax errors" in text, "Compilation feedback" in text
     (False, False)
     """
-    shown = {key: str(observation.get(key) or "").strip() for key, _, _ in _SECTIONS}
-    if compiled(shown["compilation_feedback"]):
-        shown["compilation_feedback"] = ""  # the reference never shows it to the model
-    given = ["the task", "your previous code"] + [label.lower() for key, label, _ in _SECTIONS if shown[key]]
+    sections = feedback_sections(observation)
+    given = ["the task", "your previous code"] + [section.split(" (", 1)[0].lower() for section in sections]
     parts = [
         f"Task:\n{str(observation['task']).strip()}",
         f"Previous code:\n```python\n{str(observation.get('code', '')).rstrip()}\n```",
+        *sections,
     ]
-    for key, label, what in _SECTIONS:
-        text = shown[key]
-        if text:
-            parts.append(f"{label} ({what}):\n{text}")
     parts.append(
         f"You are given {', '.join(given)} because the previous code did not meet the requirements. "
         "Correct it and reply with the complete new code in one ```python block."

@@ -1,6 +1,7 @@
-"""Pieces that only the training programs (``training/``) use.
+"""What training programs use: the doors of trainers and the pieces of ``training/``'s programs.
 
 Modules:
+    tools       TRL's ``environment_factory`` door: one episode per rollout, played through a submit_program tool
     choice      the candidate-choice env: the policy picks one of K candidate programs per turn
     candidates  the K candidates of a turn: synthetic mutations or LLM samples
 """

@@ -1,0 +1,182 @@
+"""TRL's ``environment_factory`` door: one ConvCodeWorld episode per rollout, played through one tool.
+
+``GRPOTrainer(environment_factory=ConvCodeWorldTools)`` makes one :class:`ConvCodeWorldTools` per rollout (TRL
+pools them and resets them between batches), calls :meth:`~ConvCodeWorldTools.reset` with the rollout's dataset
+row, exposes :meth:`~ConvCodeWorldTools.submit_program` to the model as its only tool (its type hints and
+docstring are the tool's schema), and scores the rollout with :meth:`~ConvCodeWorldTools.get_reward`. Each call
+of the tool is one ConvCodeWorld turn: the program is compiled and tested, and the tool's answer is the feedback
+the env's id shows (compilation, execution, the simulated user's words), in the words the LLM policy sees them
+(:func:`~convcodeworld_gym.policies.prompts.feedback_sections`). Tool results are masked out of the loss by TRL.
+
+Use this door for models trained to call tools; use ``training/grpo_trl.py``'s ``rollout_func`` for the paper's
+chat format, where feedback comes back as a user turn (docs/training.md says when to use which).
+
+A run the infrastructure lost (``info["infra_error"]``: the sandbox's worker died from outside, twice) says
+nothing about the program: the tool says so, the episode ends, and :meth:`~ConvCodeWorldTools.get_reward` returns
+None, which TRL counts as unscorable (left out of its group's baseline, advantage 0), never as a 0.
+
+This module imports neither TRL nor torch: TRL imports it.
+
+Holds:
+    ConvCodeWorldTools  the environment class for ``environment_factory``
+    tool_rows           the dataset rows (prompt + task id) of a task set for it
+    TOOL_SYSTEM_PROMPT  the system message those rows carry
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import gymnasium as gym
+
+from ..policies.prompts import feedback_sections
+from ..registration import LIVE_IDS
+from ..sandbox import Executor, SandboxExecutor
+from ..tasks import DatasetSpec, Task, TaskSet, load_tasks
+
+__all__ = ["ConvCodeWorldTools", "tool_rows", "TOOL_SYSTEM_PROMPT"]
+
+#: The id a factory called with no arguments plays.
+DEFAULT_ID = "ConvCodeWorld-CF-EF_full-v0"
+
+TOOL_SYSTEM_PROMPT = (
+    "You are an expert Python programmer. Solve the user's task by calling the submit_program tool with a "
+    "complete, self-contained Python program. The tool runs the task's tests and answers with feedback; when "
+    "the tests fail, fix the program and submit it again."
+)
+
+
+def tool_rows(tasks: Iterable[Task]) -> list[dict[str, Any]]:
+    """One dataset row per task for ``GRPOTrainer(environment_factory=...)``: ``prompt`` (a system message and the
+    task's instruction) and ``task_id`` (which :meth:`ConvCodeWorldTools.reset` reads).
+
+    >>> from convcodeworld_gym.tasks import load_tasks
+    >>> row = tool_rows(load_tasks("humaneval", limit=1))[0]
+    >>> row["task_id"], [m["role"] for m in row["prompt"]]
+    ('HumanEval/0', ['system', 'user'])
+    """
+    return [{"prompt": [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
+                        {"role": "user", "content": task.prompt.strip()}],
+             "task_id": task.task_id} for task in tasks]
+
+
+class ConvCodeWorldTools:
+    """One ConvCodeWorld episode per rollout, for TRL's ``environment_factory``.
+
+    ``ConvCodeWorldTools()`` plays :data:`DEFAULT_ID` on the env's default task set; another id or task set comes
+    through a picklable partial (what ``AsyncGRPOTrainer`` needs), e.g.
+    ``functools.partial(ConvCodeWorldTools, "ConvCodeWorld-CF-EF_partial-SNF-v0", dataset="humaneval")``.
+    Construction is cheap (TRL makes one per rollout): the env is made at the first :meth:`reset`, task sets named
+    by a string are loaded once per process, and all instances of a process share one sandbox executor unless
+    ``executor=`` is given (closed at the process's exit).
+
+    Args:
+        env_id: one of the nine ``ConvCodeWorld-...-v0`` ids.
+        dataset: the task set (a name, a path, or a :class:`~convcodeworld_gym.tasks.TaskSet`); None: the env's.
+        executor: the executor to run programs on; None: the process's shared one.
+        **env_kwargs: further keyword arguments of the id (``max_turns``, ``simulator_kwargs``, ...).
+
+    Only :meth:`submit_program` is public besides :meth:`reset` and :meth:`get_reward`: TRL makes every other public
+    method a tool.
+
+    >>> env = ConvCodeWorldTools(dataset="humaneval")
+    >>> env.reset(task_id="HumanEval/0", prompt=[]) is None
+    True
+    >>> "All tests pass" in env.submit_program(load_tasks("humaneval")["HumanEval/0"].ground_truth), env.get_reward()
+    (True, 1.0)
+    """
+
+    def __init__(self, env_id: str = DEFAULT_ID, *, dataset: DatasetSpec | None = None, executor: Executor | None = None,
+                 **env_kwargs: Any) -> None:
+        if env_id not in LIVE_IDS:
+            raise ValueError(f"env_id {env_id!r} is not a ConvCodeWorld id; use one of: {', '.join(LIVE_IDS)}")
+        self._env_id, self._dataset, self._executor, self._env_kwargs = env_id, dataset, executor, env_kwargs
+        self._env: gym.Env | None = None
+        self._active = False  # reset was called and the episode has not ended
+        self._reward: float | None = 0.0
+        self._left = 0  # submissions still allowed
+
+    def reset(self, **row: Any) -> None:
+        """Start the episode of the row's task (``task_id``; :func:`tool_rows` makes such rows). Returns None: the
+        row's prompt already holds the task."""
+        task_id = row.get("task_id")
+        if not isinstance(task_id, str):
+            raise ValueError("a ConvCodeWorldTools dataset row needs a 'task_id' (str); build the rows with "
+                             "convcodeworld_gym.training.tools.tool_rows(tasks)")
+        env = self._make_env()
+        env.reset(options={"task_id": task_id})
+        self._active, self._reward = True, 0.0
+        self._left = env.unwrapped.max_turns + 1
+        return None
+
+    def submit_program(self, code: str) -> str:
+        """Submit a complete Python program for the task: it is compiled and run against the task's tests.
+
+        Args:
+            code: the complete, self-contained Python program (imports included).
+
+        Returns:
+            The feedback on the program: whether all tests pass, and otherwise what the compiler, the tests and the
+            user said about it.
+        """
+        if self._env is None or not self._active:
+            return "The episode is over: no more programs are judged."
+        observation, reward, terminated, truncated, info = self._env.step(str(code))
+        self._left -= 1
+        lost = info.get("infra_error")
+        if lost:
+            self._active, self._reward = False, None
+            return (f"The sandbox lost this run ({lost}); that is no verdict on the program. The episode is over.")
+        self._reward = float(reward)
+        self._active = not (terminated or truncated)
+        if terminated:
+            return "All tests pass. The episode is over."
+        parts = feedback_sections(observation) or ["The tests fail."]
+        if self._active:
+            parts.append(f"Not all tests pass. Fix the program and submit it again ({self._left} more allowed).")
+        else:
+            parts.append("Not all tests pass, and that was the last submission allowed: the episode is over.")
+        return "\n\n".join(parts)
+
+    def get_reward(self) -> float | None:
+        """1.0 when a submitted program passed all tests, else 0.0; None when the infrastructure lost a run (no
+        verdict: TRL leaves the rollout out of its group's baseline instead of counting a 0)."""
+        return self._reward
+
+    def _make_env(self) -> gym.Env:
+        if self._env is None:
+            kwargs = dict(self._env_kwargs)
+            if self._dataset is not None:
+                kwargs["dataset"] = _task_set(self._dataset)
+            self._env = gym.make(self._env_id, executor=self._executor or _shared_executor(), **kwargs)
+        return self._env
+
+
+def _task_set(dataset: DatasetSpec) -> TaskSet:
+    """``dataset`` as a task set, loaded once per process when it is named by a string."""
+    return _load_named(dataset) if isinstance(dataset, str) else load_tasks(dataset)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_named(dataset: str) -> TaskSet:
+    return load_tasks(dataset)
+
+
+_shared: dict[int, SandboxExecutor] = {}  # pid -> that process's executor (a forked child makes its own)
+_shared_lock = threading.Lock()
+
+
+def _shared_executor() -> SandboxExecutor:
+    """The sandbox executor all :class:`ConvCodeWorldTools` of this process share, made at first use and closed at
+    the process's exit."""
+    with _shared_lock:
+        executor = _shared.get(os.getpid())
+        if executor is None:
+            executor = _shared[os.getpid()] = SandboxExecutor()
+            atexit.register(executor.close)
+        return executor

@@ -1,0 +1,159 @@
+"""TRL's ``environment_factory`` door (convcodeworld_gym.training.tools): its contract, and two GRPO steps in which
+a tiny random model, its ``generate`` scripted as TRL's own tests do, calls the tool and the env's reward reaches the
+trainer's logs."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import pickle
+
+import pytest
+
+from convcodeworld_gym.tasks import load_tasks
+from convcodeworld_gym.testing import FakeExecutor
+from convcodeworld_gym.training.tools import TOOL_SYSTEM_PROMPT, ConvCodeWorldTools, tool_rows
+
+
+def _tools_trl_sees(env: object) -> list[str]:
+    """The methods TRL turns into tools: public functions of the class but reset and get_reward (its own rule)."""
+    return [name for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+            if name not in ("reset", "get_reward") and not name.startswith("_")]
+
+
+def test_constructed_with_no_arguments_loads_nothing_and_has_exactly_one_tool():
+    env = ConvCodeWorldTools()  # what TRL calls; no task set is loaded, no sandbox started
+    assert env._env is None  # noqa: SLF001
+    assert _tools_trl_sees(env) == ["submit_program"]
+    assert env.submit_program("print(1)").startswith("The episode is over")  # nothing judged before reset
+
+
+def test_the_tool_schema_is_what_transformers_renders():
+    get_json_schema = pytest.importorskip("transformers.utils").get_json_schema
+    schema = get_json_schema(ConvCodeWorldTools().submit_program)["function"]
+    assert schema["name"] == "submit_program"
+    assert schema["parameters"]["required"] == ["code"]
+    assert schema["parameters"]["properties"]["code"]["type"] == "string"
+    assert "tests" in schema["description"]
+
+
+@pytest.mark.parametrize("env_id", ["ConvCodeWorld-CF-EF_full-v0", "ConvCodeWorld-CF-v0"])
+def test_a_wrong_program_then_the_canonical_one_score_zero_then_one(env_id, humaneval):
+    factory = functools.partial(ConvCodeWorldTools, env_id, dataset=humaneval)
+    env = pickle.loads(pickle.dumps(factory))()  # the factory pickles (AsyncGRPOTrainer needs it)
+    task = humaneval["HumanEval/0"]
+    row = tool_rows([task])[0]
+    assert row["prompt"] == [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
+                             {"role": "user", "content": task.prompt.strip()}]
+    assert env.reset(**row) is None
+    wrong = env.submit_program(task.code_prompt + "    return False\n")
+    assert env.get_reward() == 0.0 and "Not all tests pass" in wrong
+    assert ("TEST_1" in wrong) == (env_id == "ConvCodeWorld-CF-EF_full-v0")  # the feedback the id shows, no more
+    assert env.submit_program(task.ground_truth).startswith("All tests pass") and env.get_reward() == 1.0
+    assert env.submit_program(task.ground_truth).startswith("The episode is over")  # nothing after the end
+    env.reset(**row)  # TRL reuses instances: a reset starts afresh
+    assert env.get_reward() == 0.0
+
+
+def test_the_submissions_end_at_max_turns(humaneval):
+    env = ConvCodeWorldTools("ConvCodeWorld-CF-EF_full-v0", dataset=humaneval, max_turns=1)
+    env.reset(task_id="HumanEval/2")
+    assert "(1 more allowed)" in env.submit_program("def truncate_number(x):\n    return -1\n")
+    assert "last submission" in env.submit_program("def truncate_number(x):\n    return -1\n")
+    assert env.get_reward() == 0.0
+
+
+def test_a_run_lost_to_the_infrastructure_has_no_reward(humaneval):
+    lost = FakeExecutor(lost=lambda task, program: "the worker was killed by signal SIGKILL")
+    env = ConvCodeWorldTools("ConvCodeWorld-CF-EF_full-v0", dataset=humaneval, executor=lost)
+    env.reset(task_id="HumanEval/0")
+    text = env.submit_program(humaneval["HumanEval/0"].ground_truth)
+    assert "no verdict" in text and env.get_reward() is None  # TRL: unscorable, never a 0
+
+
+def test_a_row_without_a_task_id_says_how_to_build_rows():
+    with pytest.raises(ValueError, match="tool_rows"):
+        ConvCodeWorldTools().reset(prompt=[{"role": "user", "content": "x"}])
+    with pytest.raises(ValueError, match="is not a ConvCodeWorld id"):
+        ConvCodeWorldTools("CartPole-v1")
+
+
+def test_a_bigcodebench_task_through_the_tool(bigcodebench):
+    task = bigcodebench["BigCodeBench/3"]
+    env = ConvCodeWorldTools("ConvCodeWorld-CF-EF_partial-v0", dataset=bigcodebench)
+    env.reset(**tool_rows([task])[0])
+    assert "Not all tests pass" in env.submit_program(task.code_prompt + "    return {}\n")
+    assert env.submit_program(task.ground_truth).startswith("All tests pass") and env.get_reward() == 1.0
+
+
+@pytest.mark.train
+def test_two_grpo_steps_call_the_tool_and_log_the_envs_reward(tmp_path, humaneval):
+    """Each prompt's two generations call the tool: one with a wrong program, one with the canonical solution. The
+    env scores them 0 and 1, so TRL's log of the env-owned reward reads 0.5 for each step."""
+    pytest.importorskip("trl", reason="the TRL test needs the 'train' extra: pip install -e '.[train]'")
+    import json
+    from unittest.mock import patch
+
+    import datasets
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    from convcodeworld_gym.testing.tiny_model import tiny_tool_model
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tasks = [humaneval["HumanEval/0"], humaneval["HumanEval/2"]]
+    model, tokenizer = tiny_tool_model()
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer,
+        args=GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, max_steps=2,
+                        max_completion_length=3000, max_tool_calling_iterations=2, learning_rate=1e-3,
+                        logging_steps=1, report_to="none", use_cpu=True, seed=0),
+        train_dataset=datasets.Dataset.from_list(tool_rows(tasks)),
+        environment_factory=functools.partial(ConvCodeWorldTools, dataset=humaneval),
+    )
+    assert trainer.reward_func_names == ["ConvCodeWorldTools"]
+    calls = []
+
+    def completion(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    def scripted_generate(input_ids, **kwargs):
+        prompts = [tokenizer.decode(row, skip_special_tokens=False) for row in input_ids]
+        calls.append(len(prompts))
+        rows = []
+        for i, prompt in enumerate(prompts):
+            if "<tool_response>" in prompt:  # the tool answered: end the turn
+                rows.append(completion("Done.<|im_end|>"))
+                continue
+            task = next(t for t in tasks if t.prompt.strip()[:200] in prompt)
+            program = task.ground_truth if i % 2 else task.code_prompt + "    return None\n"
+            call = json.dumps({"name": "submit_program", "arguments": {"code": program}})
+            rows.append(completion(f"<tool_call>\n{call}\n</tool_call><|im_end|>"))
+        width = max(map(len, rows))
+        padded = [row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows]
+        return torch.cat([input_ids, torch.tensor(padded, device=input_ids.device)], dim=-1)
+
+    with patch.object(trainer.model, "generate", side_effect=scripted_generate):
+        trainer.train()
+
+    assert trainer.state.global_step == 2 and calls == [2, 2, 2, 2]  # per step: the tool calls, then the answers
+    logged = [entry["rewards/ConvCodeWorldTools/mean"] for entry in trainer.state.log_history
+              if "rewards/ConvCodeWorldTools/mean" in entry]
+    assert logged == [0.5, 0.5], trainer.state.log_history
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_the_example_programs_smoke_run(tmp_path, capsys):
+    """training/grpo_trl_tools.py --smoke: a tiny random model, HumanEval, 2 GRPO steps on CPU."""
+    pytest.importorskip("trl", reason="the TRL test needs the 'train' extra: pip install -e '.[train]'")
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "training" / "grpo_trl_tools.py"
+    spec = importlib.util.spec_from_file_location("grpo_trl_tools", path)
+    program = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program)  # type: ignore[union-attr]
+    program.main(["--smoke", "--output-dir", str(tmp_path)])
+    assert "2 steps; env reward per step: [" in capsys.readouterr().out
