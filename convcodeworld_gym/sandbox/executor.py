@@ -2,18 +2,20 @@
 
 Holds:
     Limits         time and size limits of one execution
-    Executor       abstract base: ``run(task, program)`` and ``run_many(jobs)``
+    Executor       abstract base: ``run(task, program)``, ``await arun(task, program)`` and ``run_many(jobs)``
     longest_first  the order in which ``run_many`` starts its jobs
 """
 
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..aio import BoundedThreads
 from ..tasks import Task
 from .result import ExecutionResult
 
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
     from .needs import RuntimeProbe
 
 __all__ = ["Limits", "Executor", "longest_first"]
+
+_THREADS_LOCK = threading.Lock()  # guards the first making of an executor's BoundedThreads (see Executor.arun)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,29 @@ class Executor(abc.ABC):
         """Execute ``program`` followed by ``task.test`` and return the outcomes.
 
         Implementations start with :meth:`refuse_oversized` (the one code-size guard)."""
+
+    async def arun(self, task: Task, program: str) -> ExecutionResult:
+        """:meth:`run`, awaited: the same result, and the event loop is never blocked while it runs.
+
+        The default runs :meth:`run` in this executor's own FIFO pool of :meth:`default_concurrency` threads (one per
+        slot: worker, container or actor), so any number of episodes on one loop share the executor fairly, first
+        come first served, and a slow run holds one thread and its own slot only. A backend with a native async
+        path may override it."""
+        return await self._threads().call(self.run, task, program)
+
+    async def aprepare(self, task: Task) -> None:
+        """:meth:`prepare`, awaited (a calibration runs off the event loop, in the pool of :meth:`arun`)."""
+        await self._threads().call(self.prepare, task)
+
+    def _threads(self) -> BoundedThreads:
+        """The pool behind :meth:`arun`, made on first use (sized to the slots then)."""
+        threads = self.__dict__.get("_async_threads")
+        if threads is None:
+            with _THREADS_LOCK:
+                threads = self.__dict__.get("_async_threads")
+                if threads is None:
+                    threads = self.__dict__["_async_threads"] = BoundedThreads(self.default_concurrency(), "arun")
+        return threads
 
     def prepare(self, task: Task) -> None:
         """Get ready to run ``task`` soon: the env calls it when an episode of ``task`` begins (``reset``), so

@@ -1,0 +1,191 @@
+"""One code path, run blocking or awaited: how the envs, the protocol and the clients offer both.
+
+Code that needs slow work (a sandbox run, a model call, a cache read) is written once, as a
+*plan*: a generator that yields a :class:`Call` for each piece of slow work and receives its
+result (or has its exception thrown in). :func:`run_blocking` drives a plan by calling each
+``Call``'s blocking function; :func:`run_awaited` drives the same plan on an event loop by
+awaiting each ``Call``'s async twin, or, where there is none, by running the blocking function
+in a thread. So ``env.step`` and ``await env.astep`` are one piece of logic and give the same
+results, and nothing slow ever runs on the event loop.
+
+Holds:
+    Call            one piece of slow work: the blocking function, its async twin, the arguments
+    Plan            the type of a plan: ``Generator[Call, Any, T]``
+    run_blocking    drive a plan by blocking calls
+    run_awaited     drive a plan on the running event loop (awaited calls, or threads)
+    async_twin      the ``a<name>`` method of an object, or a TypeError naming the object and the fix
+    method_call     a Call of ``obj.<name>(...)`` whose awaited form is ``obj.a<name>(...)``
+    BoundedThreads  a bounded FIFO thread pool whose calls are awaited (an executor's runs, off the loop)
+    run_sync        run a coroutine to its end from blocking code, also where a loop is running already
+
+>>> def double_then_add(x):
+...     y = yield Call(lambda v: 2 * v, None, (x,))
+...     return y + 1
+>>> run_blocking(double_then_add(20))
+41
+>>> import asyncio
+>>> asyncio.run(run_awaited(double_then_add(20)))
+41
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Call", "Plan", "run_blocking", "run_awaited", "async_twin", "method_call", "BoundedThreads", "run_sync"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One piece of slow work a plan needs done.
+
+    Attributes:
+        blocking: does the work and returns its result (what :func:`run_blocking` calls).
+        awaited: the async twin, awaited by :func:`run_awaited`; ``None``: the blocking function runs in a
+            thread instead (``asyncio.to_thread``), so the event loop is never blocked.
+        args: positional arguments of either.
+    """
+
+    blocking: Callable[..., T]
+    awaited: Callable[..., Awaitable[T]] | None = None
+    args: tuple[Any, ...] = ()
+
+
+#: A plan: yields each :class:`Call` it needs and receives its result; returns its own result.
+Plan = Generator[Call[Any], Any, T]
+
+
+def run_blocking(plan: Plan[T]) -> T:
+    """Drive ``plan`` to its end, doing each :class:`Call` by its blocking function; return what it returns.
+
+    An exception of a call is thrown into the plan at the ``yield`` that asked for it.
+    """
+    try:
+        call = next(plan)
+        while True:
+            try:
+                result = call.blocking(*call.args)
+            except BaseException as exc:  # noqa: BLE001 - the plan decides: it may catch it, or it ends with it
+                call = plan.throw(exc)
+            else:
+                call = plan.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def run_awaited(plan: Plan[T]) -> T:
+    """Drive ``plan`` on the running event loop: each :class:`Call` is awaited (its async twin, else its
+    blocking function in a thread); return what the plan returns. Exceptions as in :func:`run_blocking`."""
+    try:
+        call = next(plan)
+        while True:
+            try:
+                if call.awaited is not None:
+                    result = await call.awaited(*call.args)
+                else:
+                    result = await asyncio.to_thread(call.blocking, *call.args)
+            except BaseException as exc:  # noqa: BLE001 - see run_blocking (CancelledError ends the plan too)
+                call = plan.throw(exc)
+            else:
+                call = plan.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def async_twin(obj: Any, name: str) -> Callable[..., Awaitable[Any]]:
+    """``obj.a<name>`` (e.g. ``astep`` for ``step``), or a TypeError that names ``obj`` and what to do.
+
+    >>> async_twin(object(), "step")
+    Traceback (most recent call last):
+    ...
+    TypeError: object has no async path (no astep method): await only envs and wrappers that have one (this package's envs, ReferenceProtocol, RecordEpisodes); wrap Gymnasium's own wrappers around them only for blocking use, or call step in a thread
+    """
+    method = getattr(obj, f"a{name}", None)
+    if method is None:
+        raise TypeError(
+            f"{type(obj).__name__} has no async path (no a{name} method): await only envs and wrappers that have one "
+            f"(this package's envs, ReferenceProtocol, RecordEpisodes); wrap Gymnasium's own wrappers around them only "
+            f"for blocking use, or call {name} in a thread"
+        )
+    return method  # type: ignore[no-any-return]
+
+
+def method_call(obj: Any, name: str, *args: Any, **kwargs: Any) -> Call[Any]:
+    """A :class:`Call` of ``obj.<name>(*args, **kwargs)``, awaited as ``obj.a<name>(*args, **kwargs)``; the async
+    twin is looked up only when the call is awaited (:func:`async_twin`), so blocking use needs none.
+
+    >>> class Env:
+    ...     def step(self, action): return action + "!"
+    ...     async def astep(self, action): return action + "?"
+    >>> run_blocking(_one(method_call(Env(), "step", "hi")))
+    'hi!'
+    >>> asyncio.run(run_awaited(_one(method_call(Env(), "step", "hi"))))
+    'hi?'
+    """
+    return Call(functools.partial(getattr(obj, name), *args, **kwargs), lambda: async_twin(obj, name)(*args, **kwargs))
+
+
+def _one(call: Call[T]) -> Plan[T]:
+    """The plan of a single call (for examples and one-call uses)."""
+    return (yield call)
+
+
+class BoundedThreads:
+    """A FIFO pool of at most ``size`` threads whose calls are awaited: blocking work (an executor's runs) off the
+    event loop, first come first served, never more than ``size`` at once. A slow call holds one thread only.
+
+    The threads stop when the pool is closed or garbage-collected; a call still running then finishes first.
+
+    >>> import asyncio
+    >>> pool = BoundedThreads(2, "doc")
+    >>> asyncio.run(pool.call(sum, [1, 2, 3]))
+    6
+    >>> pool.close()
+    """
+
+    def __init__(self, size: int, name: str) -> None:
+        if size < 1:
+            raise ValueError(f"BoundedThreads needs size >= 1, got {size!r}")
+        self.size = size
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"ccw-{name}")
+        weakref.finalize(self, self._pool.shutdown, wait=False)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in one of the pool's threads, awaited; queued behind earlier calls while all are busy."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def close(self) -> None:
+        """Stop taking calls; threads end once their current call returns. Idempotent."""
+        self._pool.shutdown(wait=False)
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to its end from blocking code and return its result: ``asyncio.run``, or, when this
+    thread already runs an event loop (a notebook), ``asyncio.run`` in a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = asyncio.run(coroutine)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="ccw-run-sync")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]  # type: ignore[no-any-return]
