@@ -1,8 +1,10 @@
 """One chat-completions request with retries: the single retry loop behind every LLM call.
 
 Both the LLM policy (:mod:`.policies.llm`) and the LLM-simulated user
-(:mod:`.feedback.verbal.llm`) send their requests through :func:`request_with_retries`;
-each turns a :class:`ChatFailure` into its own error type and message.
+(:mod:`.feedback.verbal.llm`) send their requests through :func:`retry_plan`, blocking
+(:func:`request_with_retries`, the ``openai.OpenAI`` client) or awaited (:func:`arequest_with_retries`,
+an ``openai.AsyncOpenAI`` client of the running loop, :class:`AsyncClients`); each turns a
+:class:`ChatFailure` into its own error type and message.
 
 A failure is *transient* (retried with exponential backoff) when the request times out,
 cannot connect, gets an HTTP status in :data:`RETRYABLE_STATUS` or any 5xx, or gets an
@@ -11,13 +13,18 @@ HTTP error (400, 401, 403, 404, ...) fails at once: retrying cannot fix a bad ke
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import openai
 
-__all__ = ["RETRYABLE_STATUS", "Malformed", "ChatFailure", "request_with_retries", "error_message"]
+from .aio import Call, Plan, run_awaited, run_blocking
+
+__all__ = ["RETRYABLE_STATUS", "Malformed", "ChatFailure", "retry_plan", "request_with_retries", "arequest_with_retries",
+           "AsyncClients", "error_message"]
 
 #: Retried with exponential backoff (as is every 5xx); any other HTTP error fails at once.
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -69,7 +76,8 @@ def request_with_retries(
     timeout_s: float,
     sleep: Callable[[float], Any] = time.sleep,
 ) -> T:
-    """``send()`` until it returns, retrying transient failures; :class:`ChatFailure` when it gives up.
+    """``send()`` until it returns, retrying transient failures; :class:`ChatFailure` when it gives up
+    (:func:`retry_plan`, blocking).
 
     Waits ``min(cap_s, backoff_s * 2**k)`` seconds before retry ``k + 1`` (k = 0, 1, ...), so at
     most ``retries + 1`` requests are sent. Exceptions other than the OpenAI client's, a
@@ -89,12 +97,55 @@ def request_with_retries(
     ...     print(failure.attempts, failure.retried_out, failure.problem)
     2 True empty reply
     """
+    return run_blocking(retry_plan(Call(send), lambda seconds: Call(sleep, None, (seconds,)), retries=retries,
+                                   backoff_s=backoff_s, cap_s=cap_s, timeout_s=timeout_s))
+
+
+async def arequest_with_retries(
+    send: Callable[[], Awaitable[T]],
+    *,
+    retries: int,
+    backoff_s: float,
+    cap_s: float,
+    timeout_s: float,
+) -> T:
+    """:func:`request_with_retries` with ``send`` awaited (an ``openai.AsyncOpenAI`` request) and ``asyncio.sleep``
+    between the tries: the same retries, the same :class:`ChatFailure`.
+
+    >>> async def send():
+    ...     raise Malformed("empty reply")
+    >>> try:
+    ...     asyncio.run(arequest_with_retries(send, retries=1, backoff_s=0, cap_s=0, timeout_s=1))
+    ... except ChatFailure as failure:
+    ...     print(failure.attempts, failure.retried_out, failure.problem)
+    2 True empty reply
+    """
+    return await run_awaited(retry_plan(Call(_awaited_only, send), lambda seconds: Call(time.sleep, asyncio.sleep, (seconds,)),
+                                        retries=retries, backoff_s=backoff_s, cap_s=cap_s, timeout_s=timeout_s))
+
+
+def _awaited_only() -> Any:
+    raise TypeError("this request has an async client only: await it (run_awaited)")
+
+
+def retry_plan(
+    send: Call[T],
+    pause: Callable[[float], Call[Any]],
+    *,
+    retries: int,
+    backoff_s: float,
+    cap_s: float,
+    timeout_s: float,
+) -> Plan[T]:
+    """The retry loop as a plan (:mod:`.aio`): ``send`` until it returns, ``pause(seconds)`` before retry ``k + 1``
+    (``min(cap_s, backoff_s * 2**k)``); :class:`ChatFailure` when it gives up. What is transient and what passes
+    through untouched: see :func:`request_with_retries`."""
     for attempt in range(retries + 1):
         if attempt:
-            sleep(min(cap_s, backoff_s * 2 ** (attempt - 1)))
+            yield pause(min(cap_s, backoff_s * 2 ** (attempt - 1)))
         status: int | None = None
         try:
-            return send()
+            return (yield send)
         except openai.APIStatusError as exc:
             status, problem, last = exc.status_code, error_message(exc), exc
             if not _retryable(status):
@@ -106,3 +157,35 @@ def request_with_retries(
         except (Malformed, ValueError) as exc:
             problem, last = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__, exc
     raise ChatFailure(status, problem, retries + 1, True, last)
+
+
+class AsyncClients:
+    """One ``openai.AsyncOpenAI`` client per event loop, made on first use with the given options: an async client's
+    connections belong to the loop that opened them, so a client made under one ``asyncio.run`` must not serve
+    another. Use from the loop's own thread.
+
+    >>> import asyncio
+    >>> clients = AsyncClients(base_url="http://127.0.0.1:9/v1", api_key="EMPTY", max_retries=0)
+    >>> async def same_client_twice():
+    ...     return clients.get() is clients.get()
+    >>> asyncio.run(same_client_twice())
+    True
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = weakref.WeakKeyDictionary()
+
+    def get(self) -> openai.AsyncOpenAI:
+        """The client of the running event loop."""
+        loop = asyncio.get_running_loop()
+        client = self._by_loop.get(loop)
+        if client is None:
+            client = self._by_loop[loop] = openai.AsyncOpenAI(**self._options)
+        return client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (its connections); a later :meth:`get` makes a new one."""
+        client = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()

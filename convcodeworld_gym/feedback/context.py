@@ -98,6 +98,9 @@ class VerbalFeedback(Protocol):
 
     Returns the feedback text (a ``str`` or a :class:`VerbalReply`), or ``None`` to stay
     silent. ``source`` names the provider in ``info["verbal_feedback_source"]``.
+
+    A provider may also define ``async def acall(context)`` returning the same: an env's ``astep`` awaits it
+    (the LLM user does, with an async client); without it, ``astep`` runs the provider in a thread.
     """
 
     expertise: str  # "novice" or "expert"

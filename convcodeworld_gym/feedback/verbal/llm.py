@@ -8,17 +8,23 @@ backoff; after the last try a :class:`SimulatorError` names the endpoint and the
 Feedback is never silently empty because the endpoint failed.
 
 Expert replies pass the leak guard: when they quote a non-trivial ground-truth line, the
-model is asked once to rewrite; if the rewrite still quotes one, those lines are redacted."""
+model is asked once to rewrite; if the rewrite still quotes one, those lines are redacted.
+
+``await simulator.acall(context)`` gives exactly what ``simulator(context)`` gives: one code path
+(:mod:`...aio`), its requests through an ``openai.AsyncOpenAI`` client of the running loop and its
+cache reads and writes in a thread, so an env's ``astep`` never blocks the event loop on the user."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
 
 import openai
 
-from ...chat import ChatFailure, Malformed, request_with_retries
+from ...aio import Call, Plan, run_awaited, run_blocking
+from ...chat import AsyncClients, ChatFailure, Malformed, retry_plan
 from ...errors import SimulatorError
 from ..context import TurnContext, Usage, VerbalReply
 from .cache import FeedbackCache, cache_key
@@ -93,18 +99,27 @@ class LLMSimulator:
         if seed is not None:
             self.params["seed"] = int(seed)
         self.retries, self.backoff_s, self.timeout_s, self._sleep = retries, backoff_s, timeout_s, sleep
-        self._client = openai.OpenAI(base_url=self.endpoint, api_key=api_key or "EMPTY", max_retries=0, timeout=timeout_s)
+        options: dict[str, Any] = {"base_url": self.endpoint, "api_key": api_key or "EMPTY", "max_retries": 0, "timeout": timeout_s}
+        self._client = openai.OpenAI(**options)
+        self._async_clients = AsyncClients(**options)
         self.source = f"llm:{model}"
 
     def __repr__(self) -> str:  # no key in any repr
         return f"LLMSimulator({self.expertise!r}, model={self.model!r}, endpoint={self.endpoint!r}, cache={str(self.cache.path)!r})"
 
     def __call__(self, context: TurnContext) -> VerbalReply | None:
+        return run_blocking(self._reply_plan(context))
+
+    async def acall(self, context: TurnContext) -> VerbalReply | None:
+        """``self(context)``, awaited: the same reply (the async client; cache reads and writes in a thread)."""
+        return await run_awaited(self._reply_plan(context))
+
+    def _reply_plan(self, context: TurnContext) -> Plan[VerbalReply | None]:
         if not should_speak(self.expertise, context):
             return None
         started = time.perf_counter()
         messages = build_messages(self.expertise, context)
-        reply, usage, cached = self._complete(messages)
+        reply, usage, cached = yield from self._complete(messages)
         text = parse_reply(reply, self.expertise)
         leak: dict[str, Any] = {}
         if self.expertise == "expert":
@@ -113,7 +128,7 @@ class LLMSimulator:
             if found:
                 leak.update(detected=True, regenerated=True)
                 retry = [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": LEAK_RETRY_MESSAGE}]
-                reply, more, more_cached = self._complete(retry)
+                reply, more, more_cached = yield from self._complete(retry)
                 usage, cached = usage + more, cached and more_cached
                 text = parse_reply(reply, self.expertise)
                 found = leaked_lines(text, context.task.canonical_solution, context.task.prompt)
@@ -129,27 +144,34 @@ class LLMSimulator:
         self._client.close()
         self.cache.close()
 
+    async def aclose(self) -> None:
+        """Close the running loop's async client (:meth:`close` closes the rest)."""
+        await self._async_clients.aclose()
+
     # ------------------------------------------------------------ internals
 
-    def _complete(self, messages: list[dict[str, str]]) -> tuple[str, Usage, bool]:
+    def _complete(self, messages: list[dict[str, str]]) -> Plan[tuple[str, Usage, bool]]:
         """The answer to ``messages``: from the cache, else from the API (then stored)."""
         key = cache_key(self.model, messages, self.params)
-        hit = self.cache.get(key)
+        hit = yield Call(self.cache.get, None, (key,))  # sqlite: awaited in a thread
         if hit is not None:
             return hit[0], Usage(), True
-        content, usage = self._request(messages)
-        self.cache.put(key, self.model, content, usage.prompt_tokens, usage.completion_tokens)
+        content, usage = yield from self._request(messages)
+        yield Call(self.cache.put, None, (key, self.model, content, usage.prompt_tokens, usage.completion_tokens))
         return content, usage, False
 
-    def _request(self, messages: list[dict[str, str]]) -> tuple[str, Usage]:
+    def _request(self, messages: list[dict[str, str]]) -> Plan[tuple[str, Usage]]:
         """One answer from the API, retrying transient failures with exponential backoff (see :mod:`...chat`)."""
 
         def send() -> tuple[str, Usage]:
             return _read(self._client.chat.completions.create(model=self.model, messages=messages, **self.params))  # type: ignore[arg-type]
 
+        async def asend() -> tuple[str, Usage]:
+            return _read(await self._async_clients.get().chat.completions.create(model=self.model, messages=messages, **self.params))  # type: ignore[arg-type]
+
         try:
-            return request_with_retries(send, retries=self.retries, backoff_s=self.backoff_s, cap_s=30.0,
-                                        timeout_s=self.timeout_s, sleep=self._sleep)
+            return (yield from retry_plan(Call(send, asend), lambda seconds: Call(self._sleep, asyncio.sleep, (seconds,)),
+                                          retries=self.retries, backoff_s=self.backoff_s, cap_s=30.0, timeout_s=self.timeout_s))
         except ChatFailure as failure:
             raise self._error(failure) from failure.cause
 
