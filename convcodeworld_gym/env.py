@@ -3,14 +3,19 @@
 An episode is one task. Turn 0 is the model's first program; each later turn is a rewrite
 after feedback, up to ``max_turns`` (10) rewrites, so at most 11 programs. Every program is
 compiled (CF) and, when it compiles, run against *all* the task's tests: the reward is 1.0
-exactly when every test passes, whatever feedback the combination shows."""
+exactly when every test passes, whatever feedback the combination shows.
+
+Every blocking method has an awaitable twin with the same results (``areset``, ``astep``,
+``auser_feedback_for``): one code path (:mod:`.aio`), whose sandbox run, simulated-user call and
+task preparation are awaited, so that any number of episodes can be played on one event loop."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +27,7 @@ from .errors import ResetNeeded
 from .extract import build_program, extract_code
 from .feedback import NO_SYNTAX_ERRORS, PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
+from .aio import Call, Plan, run_awaited, run_blocking
 from .feedback.execution import FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, trim_feedback
 from .observation import OBSERVATION_KEYS, RENDER_MODES, check_render_mode, make_observation, observation_space, render_ansi
 from .protocol import actionable
@@ -31,7 +37,9 @@ from .sandbox.needs import Lacking, choose_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks
 
-__all__ = ["ConvCodeWorldEnv", "Timings", "OBSERVATION_KEYS", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_REPLY_CHARS"]
+__all__ = ["ConvCodeWorldEnv", "Timings", "OBSERVATION_KEYS", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_REPLY_CHARS", "speak"]
+
+StepResult = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
 #: Replies longer than this are rejected as a failed turn (never compiled or run).
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
@@ -77,6 +85,12 @@ def _episode_end(terminated: bool, truncated: bool, infra_error: str | None) -> 
     if infra_error is not None:
         return "infra_error"
     return "max_turns" if truncated else None
+
+
+def speak(provider: VerbalFeedback, context: TurnContext) -> Call[VerbalReply | str | None]:
+    """The simulated user's words on ``context`` as a :class:`~.aio.Call`: its ``acall`` awaited where it has one
+    (the LLM user's async client), else the provider itself (in a thread when awaited)."""
+    return Call(provider, getattr(provider, "acall", None), (context,))
 
 
 class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
@@ -131,6 +145,12 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
     Attributes: ``tasks`` (the task set played), ``missing`` (task id -> what the runtime lacks of its
     needs: the tasks left out of a default set, or those asked for by id that cannot pass here).
+
+    Async: ``await env.areset(...)`` and ``await env.astep(reply)`` return exactly what ``reset`` and ``step``
+    return; the sandbox run (:meth:`.Executor.arun`), the simulated user (its ``acall``, else a thread) and the
+    task's preparation are awaited, never run on the event loop. One env plays one episode at a time: a call
+    while another of its steps is in flight raises ``RuntimeError``; play concurrent episodes on envs of their
+    own (they may share one executor).
 
     >>> env = ConvCodeWorldEnv("CF-EF_full", dataset="humaneval")
     >>> obs, info = env.reset(seed=0, options={"task_id": "HumanEval/0"})
@@ -225,6 +245,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self._done = True
         self._last_obs: dict[str, Any] | None = None
         self._last_judged: tuple[str | None, ExecutionResult] | None = None  # (EF shown, result) of the last step
+        self._in_flight = False  # a reset or step awaits its run: the env takes no other call meanwhile
 
     # ------------------------------------------------------------------ API
 
@@ -248,9 +269,17 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             ~convcodeworld_gym.errors.UnknownTaskError: any other id the env's task set does not hold
                 (``LeftOutTaskError`` is one).
         """
-        super().reset(seed=seed)
-        self._task = self._choose_task(options or {})
-        self.executor.prepare(self._task)  # its first step then costs like any other
+        return run_blocking(self._reset_plan(seed, options))
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`reset`, awaited: the same result; the task's preparation (a calibration) runs off the event loop."""
+        return await run_awaited(self._reset_plan(seed, options))
+
+    def _reset_plan(self, seed: int | None, options: dict[str, Any] | None) -> Plan[tuple[dict[str, Any], dict[str, Any]]]:
+        with self._one_call_at_a_time():
+            super().reset(seed=seed)
+            self._task = self._choose_task(options or {})
+            yield Call(self.executor.prepare, self.executor.aprepare, (self._task,))  # its first step then costs like any other
         self._turn = 0
         self._done = False
         self._last_judged = None
@@ -307,6 +336,14 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             TypeError: ``action`` is not a ``str``.
             ResetNeeded: the episode is over or was never started.
         """
+        return run_blocking(self._step_plan(action))
+
+    async def astep(self, action: str) -> StepResult:
+        """:meth:`step`, awaited: exactly the same result; the sandbox run and the simulated user's words are
+        awaited (:meth:`.Executor.arun`; the user's ``acall``, else a thread), so the event loop never blocks."""
+        return await run_awaited(self._step_plan(action))
+
+    def _step_plan(self, action: str) -> Plan[StepResult]:
         if not isinstance(action, str):
             raise TypeError(f"action must be str (the model's reply or code), got {type(action).__name__}")
         if self._done or self._task is None:
@@ -326,7 +363,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         compiled_at = time.perf_counter()
 
         if compile_ok:
-            result = self.executor.run(task, build_program(task, code))
+            with self._one_call_at_a_time():
+                result = yield Call(self.executor.run, self.executor.arun, (task, build_program(task, code)))
         else:
             result = ExecutionResult.not_executed(task.test_names, "Not run: the code does not compile.")
         executed_at = time.perf_counter()
@@ -350,7 +388,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         lost = result.infra_error  # no verdict: nothing for a simulated user to speak about
         if self.verbal_feedback is not None and lost is None:
             context = TurnContext(task, turn, code, compile_ok, cf, ef, result, self.config)
-            verbal = self.verbal_feedback(context)
+            with self._one_call_at_a_time():
+                verbal = yield speak(self.verbal_feedback, context)
             vf = verbal.text if isinstance(verbal, VerbalReply) else verbal
         verbal_at = time.perf_counter()
 
@@ -410,11 +449,19 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         """The simulated user's words on ``code`` that compiles, shown with the execution
         feedback of the program judged last (the reference's turn after a compile fix: the
         fixed code is not run before the user speaks). None without a simulator."""
+        return run_blocking(self._user_feedback_plan(code))
+
+    async def auser_feedback_for(self, code: str) -> str | None:
+        """:meth:`user_feedback_for`, awaited (the simulated user's ``acall``, else a thread)."""
+        return await run_awaited(self._user_feedback_plan(code))
+
+    def _user_feedback_plan(self, code: str) -> Plan[str | None]:
         if self.verbal_feedback is None or self._last_judged is None:
             return None
         ef, result = self._last_judged
         context = TurnContext(self.task, max(self._turn - 1, 0), code, True, NO_SYNTAX_ERRORS, ef, result, self.config)
-        verbal = self.verbal_feedback(context)
+        with self._one_call_at_a_time():
+            verbal = yield speak(self.verbal_feedback, context)
         return verbal.text if isinstance(verbal, VerbalReply) else verbal
 
     def render(self) -> str | None:
@@ -430,6 +477,20 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         super().close()
 
     # ------------------------------------------------------------- helpers
+
+    @contextlib.contextmanager
+    def _one_call_at_a_time(self) -> Iterator[None]:
+        """Marks a call as in flight while it awaits (or blocks on) slow work; a second call meanwhile is refused."""
+        if self._in_flight:
+            raise RuntimeError(
+                "this env has a reset or step in flight (awaited elsewhere): an env plays one episode at a time; "
+                "play concurrent episodes on envs of their own (they may share one executor)"
+            )
+        self._in_flight = True
+        try:
+            yield
+        finally:
+            self._in_flight = False
 
     def _choose_task(self, options: dict[str, Any]) -> Task:
         unknown = set(options) - {"task_id", "task_index"}

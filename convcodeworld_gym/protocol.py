@@ -17,7 +17,8 @@ it again. Per turn, after the previous program was judged:
 
 The env says per turn whether it gives the model something to act on
 (``info["actionable"]``, computed by :func:`actionable`). :class:`ReferenceProtocol` plays
-the protocol around any policy: each of its steps is one model call.
+the protocol around any policy: each of its steps is one model call; ``areset`` / ``astep``
+do the same awaited (one code path, :mod:`.aio`).
 
 Holds:
     PROTOCOLS           ``("reference", "always")``: the protocols ``convcodeworld evaluate`` plays
@@ -26,6 +27,7 @@ Holds:
     reference_turn      one turn as a generator: yields what the model answers, returns the env's action
     ReferenceProtocol   gym wrapper: each step is one model call; carried turns are played inside
     act_with_retrim     one model call, retried with shorter execution feedback on a context overflow
+    retrim_plan         the same as a plan (:mod:`.aio`), for a model call that is awaited
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from .aio import Call, Plan, method_call, run_awaited, run_blocking
 from .combos import FeedbackConfig
 from .errors import ContextOverflow, ResetNeeded
 from .extract import extract_code
@@ -49,15 +52,16 @@ __all__ = [
     "reference_turn",
     "ReferenceProtocol",
     "act_with_retrim",
+    "retrim_plan",
 ]
 
 PROTOCOLS: tuple[str, ...] = ("reference", "always")
 MAX_COMPILE_FIXES = 3
 
 Observation = Mapping[str, Any]
-#: A turn of the protocol: yields each observation the model must answer, receives the reply
-#: text, and returns the action the env judges for the turn.
-TurnPlay = Generator[dict[str, Any], str, str]
+#: A turn of the protocol: yields each observation the model must answer (and receives the reply text), or
+#: a :class:`~.aio.Call` for the user's words (and receives them); returns the action the env judges for the turn.
+TurnPlay = Generator[Any, Any, str]
 
 
 def actionable(config: FeedbackConfig, *, passed: bool, compile_ok: bool, execution_feedback: str | None, verbal_feedback: str | None) -> bool:
@@ -93,7 +97,7 @@ def reference_turn(
     observation: Observation,
     info: Mapping[str, Any],
     config: FeedbackConfig,
-    user_feedback: Callable[[str], str | None],
+    user_feedback: Callable[[str], Call[str | None]],
 ) -> TurnPlay:
     """One turn of the reference protocol after the env showed ``observation`` and ``info``.
 
@@ -103,9 +107,9 @@ def reference_turn(
     whether the observation's code compiled (live: the model's; static: the reference's).
 
     Args:
-        user_feedback: the user's words on a fixed program that compiles, shown with the
-            previous program's execution feedback (the env's ``user_feedback_for``); asked only
-            for the expert after a compile fix.
+        user_feedback: the :class:`~.aio.Call` that gets the user's words on a fixed program that compiles,
+            shown with the previous program's execution feedback (the env's ``user_feedback_for``); asked
+            only for the expert after a compile fix. The turn yields that call and receives the words.
     """
     if not info.get("actionable", True):
         return str(observation["code"])
@@ -127,7 +131,7 @@ def reference_turn(
     stale_ef = _shown_ef(observation, info)
     follow_up = make_observation(task, turn, code=code, execution_feedback=stale_ef or "")
     if config.verbal == "expert":
-        follow_up["verbal_feedback"] = user_feedback(code) or ""
+        follow_up["verbal_feedback"] = (yield user_feedback(code)) or ""
     elif not shows_failure(stale_ef):
         return reply
     return (yield follow_up)
@@ -169,63 +173,97 @@ class ReferenceProtocol(gym.Wrapper[dict[str, Any], str, dict[str, Any], str]):
         self._last: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        obs, info = self.env.reset(seed=seed, options=options)
+        return run_blocking(self._reset_plan(seed, options))
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`reset`, awaited (the env's ``areset`` and ``astep``): the same result."""
+        return await run_awaited(self._reset_plan(seed, options))
+
+    def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        return run_blocking(self._step_plan(action))
+
+    async def astep(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """:meth:`step`, awaited (the env's ``astep``, the user's words awaited): the same result."""
+        return await run_awaited(self._step_plan(action))
+
+    # ------------------------------------------------------------- helpers
+
+    def _reset_plan(self, seed: int | None, options: dict[str, Any] | None) -> Plan[tuple[dict[str, Any], dict[str, Any]]]:
+        obs, info = yield method_call(self.env, "reset", seed=seed, options=options)
         self._calls = 0
-        obs, _, done, info = self._advance(obs, info, [])
+        obs, _, done, info = yield from self._advance(obs, info, [])
         if done:
             info = {**info, "episode_over": True}
         return obs, info
 
-    def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def _step_plan(self, action: str) -> Plan[tuple[dict[str, Any], float, bool, bool, dict[str, Any]]]:
         if self._play is None or self._last is None:
             raise ResetNeeded("the episode is over (or never started): call reset() before step()")
         self._calls += 1
-        try:
-            prompt = self._play.send(action)
-        except StopIteration as stop:
+        asks, value = yield from self._continue(self._play, action)
+        if not asks:
             self._play = None
-            return self._judge(str(stop.value))
-        return prompt, 0.0, False, False, {**self._last[1], "turns": []}
+            return (yield from self._judge(str(value)))
+        return value, 0.0, False, False, {**self._last[1], "turns": []}
 
-    # ------------------------------------------------------------- helpers
+    def _continue(self, play: TurnPlay, value: str | None) -> Plan[tuple[bool, Any]]:
+        """Send ``value`` into the turn (None: start it) and fetch the user's words it asks for, until it asks the
+        model: ``(True, prompt)``; or until it ends: ``(False, the action the env judges)``."""
+        try:
+            item = play.send(value)
+            while isinstance(item, Call):
+                try:
+                    words = yield item
+                except BaseException as exc:  # noqa: BLE001 - the turn sees the failure where it asked
+                    item = play.throw(exc)
+                else:
+                    item = play.send(words)
+        except StopIteration as stop:
+            return False, stop.value
+        return True, item
 
-    def _judge(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def _judge(self, action: str) -> Plan[tuple[dict[str, Any], float, bool, bool, dict[str, Any]]]:
         turns: list[dict[str, Any]] = []
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        obs, reward, terminated, truncated, info = yield method_call(self.env, "step", action)
         turns.append(self._turn(action, obs, reward, terminated, truncated, info, self._calls))
         self._calls = 0
         if terminated or truncated:
             self._last = None
             return obs, float(reward), terminated, truncated, {**info, "turns": turns}
-        obs, _, _, info = self._advance(obs, info, turns)
+        obs, _, _, info = yield from self._advance(obs, info, turns)
         last = turns[-1]
         return obs, sum(t["reward"] for t in turns), last["terminated"], last["truncated"], info
 
-    def _advance(self, obs: dict[str, Any], info: dict[str, Any], turns: list[dict[str, Any]]) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+    def _advance(self, obs: dict[str, Any], info: dict[str, Any], turns: list[dict[str, Any]]) -> Plan[tuple[dict[str, Any], float, bool, dict[str, Any]]]:
         """Play carried turns until one needs the model (its first prompt is returned) or the episode ends."""
         while True:
             play = reference_turn(obs, info, self.config, self._user_feedback)
-            try:
-                prompt = next(play)
-            except StopIteration as stop:  # nothing to act on: the code is carried over
-                action = str(stop.value)
-                obs, reward, terminated, truncated, info = self.env.step(action)
+            asks, value = yield from self._continue(play, None)
+            if not asks:  # nothing to act on: the code is carried over
+                action = str(value)
+                obs, reward, terminated, truncated, info = yield method_call(self.env, "step", action)
                 turns.append(self._turn(action, obs, reward, terminated, truncated, info, 0))
                 if terminated or truncated:
                     self._play, self._last = None, None
                     return obs, float(reward), True, {**info, "turns": turns}
                 continue
             self._play, self._last = play, (obs, info)
-            return prompt, 0.0, False, {**info, "turns": turns}
+            return value, 0.0, False, {**info, "turns": turns}
 
-    def _user_feedback(self, code: str) -> str | None:
-        speak = getattr(self.env.unwrapped, "user_feedback_for", None)
-        return speak(code) if speak is not None else None
+    def _user_feedback(self, code: str) -> Call[str | None]:
+        if getattr(self.env.unwrapped, "user_feedback_for", None) is None:
+            return Call(_silent, None, (code,))
+        return method_call(self.env.unwrapped, "user_feedback_for", code)
 
     @staticmethod
     def _turn(action: str, obs: dict[str, Any], reward: float, terminated: bool, truncated: bool, info: dict[str, Any], calls: int) -> dict[str, Any]:
         return {"action": action, "obs": obs, "reward": float(reward), "terminated": terminated, "truncated": truncated,
                 "info": info, "model_calls": calls}
+
+
+def _silent(code: str) -> None:
+    """No user to speak: an env without ``user_feedback_for``."""
+    del code
 
 
 def act_with_retrim(act: Callable[[Observation], Any], observation: Observation, untrimmed_ef: str | None = None) -> Any:
@@ -239,8 +277,14 @@ def act_with_retrim(act: Callable[[Observation], Any], observation: Observation,
         untrimmed_ef: the execution feedback before the env's trimming (``info["untrimmed_execution_feedback"]``);
             default: the observation's.
     """
+    return run_blocking(retrim_plan(lambda shown: Call(act, None, (shown,)), observation, untrimmed_ef))
+
+
+def retrim_plan(act: Callable[[Observation], Call[Any]], observation: Observation, untrimmed_ef: str | None = None) -> Plan[Any]:
+    """:func:`act_with_retrim` as a plan (:mod:`.aio`): ``act(observation)`` is the :class:`~.aio.Call` of one model
+    call on ``observation`` (blocking or awaited), asked again with shorter execution feedback on an overflow."""
     try:
-        return act(observation)
+        return (yield act(observation))
     except ContextOverflow:
         shown = str(observation.get("execution_feedback") or "")
         if not shown:
@@ -250,7 +294,7 @@ def act_with_retrim(act: Callable[[Observation], Any], observation: Observation,
         for front, rear in retrim_windows():
             trimmed = trim_feedback(source, threshold=0, front_chars=front, rear_chars=rear)
             try:
-                return act({**observation, "execution_feedback": trimmed})
+                return (yield act({**observation, "execution_feedback": trimmed}))
             except ContextOverflow as exc:
                 error = exc
         assert error is not None

@@ -36,6 +36,12 @@ def register_envs() -> None:
 
     ``gymnasium.make_vec`` on a live id without a mode builds a threaded vector env whose
     envs share one executor.
+
+    ``gymnasium.make`` returns the env itself, without Gymnasium's ``OrderEnforcing`` and ``PassiveEnvChecker``
+    wrappers, so that its ``areset`` / ``astep`` can be awaited (those wrappers have no async path). Nothing is
+    lost: the envs refuse a step before ``reset`` themselves (:class:`~.errors.ResetNeeded`), and the tests run
+    Gymnasium's ``check_env`` on every id. ``gymnasium.make(id, disable_env_checker=False)`` adds the checker
+    back, for blocking use.
     """
     entry_points = {ENV_PREFIX: "convcodeworld_gym.env:ConvCodeWorldEnv", BENCH_PREFIX: "convcodeworld_gym.static:StaticReplay"}
     for prefix, entry_point in entry_points.items():
@@ -43,4 +49,5 @@ def register_envs() -> None:
         for config in ALL_CONFIGS:
             name = env_id(config, prefix)
             if name not in gym.registry:
-                gym.register(id=name, entry_point=entry_point, kwargs={"feedback": config.name}, vector_entry_point=vector)
+                gym.register(id=name, entry_point=entry_point, kwargs={"feedback": config.name}, vector_entry_point=vector,
+                             order_enforce=False, disable_env_checker=True)

@@ -7,7 +7,9 @@ turn ``i``, which is executed and rewarded on all tests. The next observation is
 reference's turn ``i``, never the evaluated model's own: nothing is generated, so static
 mode makes no verbal-feedback (LLM) calls at all.
 
-The reference log it replays is read and checked by :mod:`.reference`.
+The reference log it replays is read and checked by :mod:`.reference`. Like the live env, it offers
+``await areset(...)`` / ``await astep(reply)`` with exactly the results of ``reset`` / ``step`` (one code
+path, :mod:`.aio`: the judge's run is awaited).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from .aio import Plan, method_call, run_awaited, run_blocking
 from .combos import FeedbackConfig
 from .env import DEFAULT_MAX_REPLY_CHARS, DEFAULT_MAX_TURNS, ConvCodeWorldEnv
 from .errors import InfrastructureError, ReferenceLogError, ResetNeeded
@@ -171,11 +174,18 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """Start an episode (task chosen as by the live env: ``task_id``, ``task_index`` or seeded draw)."""
+        return run_blocking(self._reset_plan(seed, options))
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`reset`, awaited: the same result (the judge's preparation of the task is awaited)."""
+        return await run_awaited(self._reset_plan(seed, options))
+
+    def _reset_plan(self, seed: int | None, options: dict[str, Any] | None) -> Plan[tuple[dict[str, Any], dict[str, Any]]]:
         super().reset(seed=seed)
         wanted = (options or {}).get("task_id")
         if wanted is not None and str(wanted) not in self.tasks:
             self.reference.episode(str(wanted))  # a task the log lacks: say so, naming the log
-        _, judge_info = self._judge.reset(seed=seed, options=options)
+        _, judge_info = yield method_call(self._judge, "reset", seed=seed, options=options)
         self._judge_done = False
         self._turn = 1
         self._done = False
@@ -192,13 +202,21 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         return obs, info
 
     def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """The evaluated model's turn (see the class docstring)."""
+        return run_blocking(self._step_plan(action))
+
+    async def astep(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """:meth:`step`, awaited: exactly the same result (the judge's run is awaited)."""
+        return await run_awaited(self._step_plan(action))
+
+    def _step_plan(self, action: str) -> Plan[tuple[dict[str, Any], float, bool, bool, dict[str, Any]]]:
         if self._done:
             raise ResetNeeded("the episode is over (or never started): call env.reset() before step()")
         turn = self._turn
         task_id = self.task.task_id
         if self._judge_done:  # the model passed earlier and plays on (stop_on_pass=False)
-            self._judge.reset(options={"task_id": task_id})
-        judged_obs, reward, judge_terminated, judge_truncated, judge_info = self._judge.step(action)
+            yield method_call(self._judge, "reset", options={"task_id": task_id})
+        judged_obs, reward, judge_terminated, judge_truncated, judge_info = yield method_call(self._judge, "step", action)
         self._judge_done = judge_terminated or judge_truncated
         reference_passed_at = self.reference.passed_at(task_id)
         terminated = bool(judge_info["passed"]) and self.stop_on_pass
@@ -257,9 +275,16 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         ``info["reference_log"]`` set so the row is logged as part of the static run. The
         static MRR credits it (``compensate_init``); the per-turn table does not show it.
         """
+        return run_blocking(self._own_turn0_plan(reply))
+
+    async def ajudge_own_turn0(self, reply: str) -> tuple[dict[str, Any], float, dict[str, Any]]:
+        """:meth:`judge_own_turn0`, awaited: the same result."""
+        return await run_awaited(self._own_turn0_plan(reply))
+
+    def _own_turn0_plan(self, reply: str) -> Plan[tuple[dict[str, Any], float, dict[str, Any]]]:
         judge = self._own_judge()
-        judge.reset(options={"task_id": self.task.task_id})
-        obs, reward, _, _, info = judge.step(reply)
+        yield method_call(judge, "reset", options={"task_id": self.task.task_id})
+        obs, reward, _, _, info = yield method_call(judge, "step", reply)
         return obs, float(reward), {**info, "turn": 0, "episode_end": None, "reference_log": self.reference.source}
 
     def _own_judge(self) -> ConvCodeWorldEnv:

@@ -6,11 +6,13 @@ Holds:
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
 import gymnasium as gym
 
+from .aio import async_twin
 from .records import EpisodeLogWriter, TurnRecord, turn_record
 
 __all__ = ["RecordEpisodes"]
@@ -24,6 +26,7 @@ class RecordEpisodes(gym.Wrapper[dict[str, Any], str, dict[str, Any], str]):
     way is a reference log for ``ConvCodeBench-<combination>-v0``. An episode that is reset or
     closed before it ends is not written. Reopening a run directory appends; ``done`` says
     which ``(feedback, task_id)`` episodes it already holds, so a loop can skip them.
+    ``await areset(...)`` / ``await astep(reply)`` record the same way around the env's own.
 
     Args:
         env: a ConvCodeWorld or ConvCodeBench env (``env.unwrapped.config`` names the combination).
@@ -62,15 +65,35 @@ class RecordEpisodes(gym.Wrapper[dict[str, Any], str, dict[str, Any], str]):
         self._rows = []
         return super().reset(seed=seed, options=options)
 
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`reset`, awaited through the env's ``areset``."""
+        self._rows = []
+        return await async_twin(self.env, "reset")(seed=seed, options=options)  # type: ignore[no-any-return]
+
     def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = super().step(action)
+        result = super().step(action)
+        if (ended := self._record(action, result)) is not None:
+            self.writer.write_episode(ended)
+        return result
+
+    async def astep(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """:meth:`step`, awaited through the env's ``astep``; the row is recorded the same way (the log is
+        written in a thread)."""
+        result = await async_twin(self.env, "step")(action)
+        if (ended := self._record(action, result)) is not None:
+            await asyncio.to_thread(self.writer.write_episode, ended)
+        return result  # type: ignore[no-any-return]
+
+    def _record(self, action: str, result: tuple[dict[str, Any], float, bool, bool, dict[str, Any]]) -> list[TurnRecord] | None:
+        """Append the row of one step; the episode's rows once it ended (to be written), else None."""
+        obs, reward, terminated, truncated, info = result
         self._rows.append(
             turn_record(feedback=self.feedback, reply=action, obs=obs, reward=float(reward), info=info, policy=self.policy)
         )
-        if terminated or truncated:
-            self.writer.write_episode(self._rows)
-            self._rows = []
-        return obs, reward, terminated, truncated, info
+        if not (terminated or truncated):
+            return None
+        ended, self._rows = self._rows, []
+        return ended
 
     def close(self) -> None:
         self.writer.close()

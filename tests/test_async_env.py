@@ -1,0 +1,151 @@
+"""``await env.areset`` / ``await env.astep``: exactly the results of ``reset`` / ``step`` on every live and
+ConvCodeBench id (real sandbox runs, its result cache off so both paths really execute; the offline simulated
+user, and the LLM user over the real async ``openai`` client and a real local server), through the package's
+wrappers too; and what a caller that awaits needs to know."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import convcodeworld_gym  # noqa: F401 - registers the ids
+from convcodeworld_gym import BENCH_IDS, LIVE_IDS, ConvCodeWorldEnv, RecordEpisodes
+from convcodeworld_gym.protocol import ReferenceProtocol
+from convcodeworld_gym.records import read_turns
+from convcodeworld_gym.registration import env_id
+from convcodeworld_gym.sandbox import SandboxExecutor
+from convcodeworld_gym.testing import ScriptedOpenAIServer
+
+TASKS = ("HumanEval/0", "HumanEval/2")
+MAX_TURNS = 2
+LLM_REPLY = "Reasoning: the loop is wrong.\nUser Feedback: Compare every pair of numbers, not only neighbours."
+
+
+def _actions(task) -> list[str]:
+    """A reply that does not compile, a wrong program, the right one."""
+    return [f"```python\n{task.code_prompt}    return (\n```", f"{task.code_prompt}    return None\n", task.ground_truth]
+
+
+@pytest.fixture(scope="module")
+def uncached():
+    """The sandbox without its result cache: the awaited path runs every program itself, never reads the blocking
+    path's answer."""
+    with SandboxExecutor(cache=False) as ex:
+        yield ex
+
+
+@pytest.fixture(scope="module")
+def reference_logs(tmp_path_factory, uncached) -> dict[str, Path]:
+    """A recorded live run of every combination (wrong programs, never passing) for the ConvCodeBench ids."""
+    logs = {}
+    for live in LIVE_IDS:
+        combination = live.split("-", 1)[1].rsplit("-v", 1)[0]
+        where = tmp_path_factory.mktemp(combination)
+        env = RecordEpisodes(gym.make(live, dataset="humaneval", task_ids=TASKS, max_turns=MAX_TURNS, executor=uncached),
+                             where, policy="wrong")
+        for task_id in TASKS:
+            env.reset(options={"task_id": task_id})
+            task, done, turn = env.unwrapped.task, False, 0
+            while not done:
+                body = "return (" if turn == 1 else f"return {turn}"  # a compile error in the middle
+                *_, terminated, truncated, _ = env.step(f"{task.code_prompt}    {body}\n")
+                done, turn = terminated or truncated, turn + 1
+        env.close()
+        logs[combination] = where
+    return logs
+
+
+def _make(env_name: str, executor, logs) -> gym.Env:
+    extra = {"log": logs[env_name.split("-", 1)[1].rsplit("-v", 1)[0]]} if env_name.startswith("ConvCodeBench-") else {}
+    return gym.make(env_name, dataset="humaneval", task_ids=TASKS, max_turns=MAX_TURNS, executor=executor, **extra)
+
+
+def _blocking(env: gym.Env) -> list:
+    trace = []
+    for seed, task_id in enumerate(TASKS):
+        trace.append(env.reset(seed=seed, options={"task_id": task_id}))
+        for action in _actions(env.unwrapped.task):
+            trace.append(env.step(action))
+            if trace[-1][2] or trace[-1][3]:
+                break
+    return trace
+
+
+async def _awaited(env: gym.Env) -> list:
+    trace = []
+    for seed, task_id in enumerate(TASKS):
+        trace.append(await env.areset(seed=seed, options={"task_id": task_id}))
+        for action in _actions(env.unwrapped.task):
+            trace.append(await env.astep(action))
+            if trace[-1][2] or trace[-1][3]:
+                break
+    return trace
+
+
+@pytest.mark.parametrize("env_name", LIVE_IDS + BENCH_IDS)
+def test_astep_gives_exactly_what_step_gives_on_every_id(env_name, uncached, reference_logs):
+    blocking_env, awaited_env = _make(env_name, uncached, reference_logs), _make(env_name, uncached, reference_logs)
+    assert type(blocking_env) is type(blocking_env.unwrapped)  # gym.make gives the env itself: its astep is there
+    blocking = _blocking(blocking_env)
+    awaited = asyncio.run(_awaited(awaited_env))
+    blocking_env.close(), awaited_env.close()
+    assert len(blocking) >= 4 and awaited == blocking  # every field but the timings (measurements)
+    steps = [entry for entry in blocking if len(entry) == 5]
+    assert any(info["compile_ok"] is False for *_, info in steps) and any(reward == 1.0 for _, reward, *_ in steps) \
+        or env_name.startswith("ConvCodeBench-")
+    if "SNF" in env_name or "SEF" in env_name:  # the simulated user spoke on both paths
+        assert any(obs["verbal_feedback"] for obs, *_ in steps)
+
+
+def test_the_llm_user_is_awaited_through_the_async_client_and_says_the_same(tmp_path, uncached):
+    with ScriptedOpenAIServer(lambda body: LLM_REPLY) as server:
+        def make(cache: str) -> ConvCodeWorldEnv:
+            return ConvCodeWorldEnv("CF-EF_full-SEF", dataset="humaneval", task_ids=TASKS, max_turns=MAX_TURNS,
+                                    executor=uncached, simulator_kwargs={
+                                        "backend": "llm", "base_url": server.base_url, "api_key": "k",
+                                        "cache_path": str(tmp_path / cache), "model": "sim"})
+
+        blocking_env, awaited_env = make("blocking.sqlite"), make("awaited.sqlite")  # two caches: both ask the server
+        blocking = _blocking(blocking_env)
+        asked = len(server.chat_requests)
+        awaited = asyncio.run(_awaited(awaited_env))
+        blocking_env.close(), awaited_env.close()
+    assert awaited == blocking
+    assert asked >= 2 and len(server.chat_requests) == 2 * asked  # the awaited path asked the server as often
+    words = [obs["verbal_feedback"] for obs, *_ in (e for e in awaited if len(e) == 5) if obs["verbal_feedback"]]
+    assert words and all(w == "Compare every pair of numbers, not only neighbours." for w in words)
+
+
+def test_the_protocol_and_the_recorder_await_the_same_episode(tmp_path, uncached):
+    """ReferenceProtocol (compile fixes and the expert's words inside a turn) and RecordEpisodes, awaited."""
+    def make(where: str) -> gym.Env:
+        inner = gym.make(env_id("CF-EF_full-SEF"), dataset="humaneval", task_ids=TASKS, max_turns=MAX_TURNS, executor=uncached)
+        return ReferenceProtocol(RecordEpisodes(inner, tmp_path / where, policy="p"))
+
+    blocking_env, awaited_env = make("blocking"), make("awaited")
+    blocking, awaited = _blocking(blocking_env), asyncio.run(_awaited(awaited_env))
+    blocking_env.close(), awaited_env.close()
+    assert awaited == blocking
+    assert read_turns(tmp_path / "awaited") == read_turns(tmp_path / "blocking") != []
+
+
+def test_an_env_takes_one_call_at_a_time_and_names_what_cannot_be_awaited(uncached):
+    env = gym.make(env_id("CF-EF_full"), dataset="humaneval", task_ids=TASKS, executor=uncached)
+
+    async def two_steps_at_once() -> None:
+        await env.areset(options={"task_id": TASKS[0]})
+        program = "import time\ntime.sleep(1)\n" + env.unwrapped.task.code_prompt + "    return None\n"
+        await asyncio.gather(env.astep(program), env.astep(program))
+
+    with pytest.raises(RuntimeError, match="one episode at a time"):
+        asyncio.run(two_steps_at_once())
+    env.close()
+    checked = ReferenceProtocol(gym.make(env_id("CF"), dataset="humaneval", task_ids=TASKS, executor=uncached,
+                                         disable_env_checker=False))  # Gymnasium's checker: blocking only
+    with pytest.raises(TypeError, match="PassiveEnvChecker has no async path"):
+        asyncio.run(checked.areset(options={"task_id": TASKS[0]}))
+    assert checked.reset(options={"task_id": TASKS[0]})[1]["task_id"] == TASKS[0]  # blocking use is unchanged
+    checked.close()
