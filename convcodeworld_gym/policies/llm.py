@@ -1,5 +1,8 @@
 """The OpenAI-compatible LLM policy: any chat-completions endpoint (OpenAI, vLLM, Ollama, ...).
 
+Every request can be sent blocking (``act``, the ``openai.OpenAI`` client) or awaited (``aact``, an
+``openai.AsyncOpenAI`` client of the running loop): one code path (:mod:`..aio`), the same retries.
+
 Holds:
     OpenAIPolicy   chat model as a policy; prompts from :mod:`.prompts`
     user_prompt    this turn's user message for an observation
@@ -10,19 +13,21 @@ Holds:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..chat import RETRYABLE_STATUS, ChatFailure, request_with_retries
+from ..aio import Call, Plan, run_awaited, run_blocking
+from ..chat import RETRYABLE_STATUS, AsyncClients, ChatFailure, retry_plan
 from ..errors import ContextOverflow, ConvCodeWorldError
 from ..tasks import Task
-from .base import Policy, PolicyEpisode, PolicyReply
+from .base import Policy, PolicyEpisode, PolicyReply, SampledTokens
 from .prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
 
-__all__ = ["OpenAIPolicy", "LLMError", "LLMContextOverflow", "RETRYABLE_STATUS", "user_prompt"]
+__all__ = ["OpenAIPolicy", "LLMError", "LLMContextOverflow", "RETRYABLE_STATUS", "user_prompt", "sampled_tokens"]
 
 # How OpenAI ("context_length_exceeded"), vLLM ("maximum context length is ...") and others word it.
 _OVERFLOW = re.compile(r"context[ _]length|maximum context|context window|too many tokens|prompt is too long", re.IGNORECASE)
@@ -53,15 +58,17 @@ class _ChatEpisode(PolicyEpisode):
         self._messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM_PROMPT}]
 
     def act(self, observation: Mapping[str, Any]) -> PolicyReply:
-        user = user_prompt(observation)
-        if self._policy.history:
-            self._messages.append({"role": "user", "content": user})
-            messages = list(self._messages)
-        else:
-            messages = [self._messages[0], {"role": "user", "content": user}]
-        reply = self._policy.complete(messages)
-        if self._policy.history:
-            self._messages.append({"role": "assistant", "content": reply.text})
+        return run_blocking(self._plan(observation))
+
+    async def aact(self, observation: Mapping[str, Any]) -> PolicyReply:
+        return await run_awaited(self._plan(observation))
+
+    def _plan(self, observation: Mapping[str, Any]) -> Plan[PolicyReply]:
+        user = {"role": "user", "content": user_prompt(observation)}
+        messages = [*self._messages, user] if self._policy.history else [self._messages[0], user]
+        reply: PolicyReply = yield self._policy.completion(messages)
+        if self._policy.history:  # only a call that was answered joins the conversation
+            self._messages += [user, {"role": "assistant", "content": reply.text}]
         return reply
 
 
@@ -81,6 +88,14 @@ class OpenAIPolicy(Policy):
         max_retries, backoff_s, timeout_s: a request that times out, cannot connect, or gets
             a status in :data:`RETRYABLE_STATUS` or any 5xx is retried up to ``max_retries`` times,
             waiting ``backoff_s * 2**k`` seconds (at most 60); then :class:`LLMError`.
+        logprobs: ask for the log-probability of every sampled token (the chat API's ``logprobs``); replies
+            carry them in ``PolicyReply.sampled``.
+        return_token_ids: ask a vLLM server for the sampled token ids and the prompt's (``return_token_ids``,
+            a vLLM extension other servers may refuse); replies carry them in ``PolicyReply.sampled``, so that a
+            trainer trains on exactly what was sampled.
+
+    Every reply carries the messages sent (``PolicyReply.messages``). ``await episode.aact(obs)`` sends the same
+    request through an ``openai.AsyncOpenAI`` client of the running event loop; ``await policy.aclose()`` closes it.
     """
 
     def __init__(
@@ -96,6 +111,8 @@ class OpenAIPolicy(Policy):
         max_retries: int = 5,
         backoff_s: float = 1.0,
         timeout_s: float = 120.0,
+        logprobs: bool = False,
+        return_token_ids: bool = False,
     ) -> None:
         import openai
 
@@ -111,12 +128,16 @@ class OpenAIPolicy(Policy):
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
-        self._client = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
-            max_retries=0,
-            timeout=timeout_s,
-        )
+        self.logprobs = logprobs
+        self.return_token_ids = return_token_ids
+        client_options: dict[str, Any] = {
+            "base_url": self.base_url,
+            "api_key": api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+            "max_retries": 0,
+            "timeout": timeout_s,
+        }
+        self._client = openai.OpenAI(**client_options)
+        self._async_clients = AsyncClients(**client_options)
 
     def start(self, task: Task, *, feedback: str, seed: int) -> PolicyEpisode:
         return _ChatEpisode(self)
@@ -132,22 +153,38 @@ class OpenAIPolicy(Policy):
             "history": self.history,
             "max_retries": self.max_retries,
             "timeout_s": self.timeout_s,
+            **({"logprobs": True} if self.logprobs else {}),
+            **({"return_token_ids": True} if self.return_token_ids else {}),
         }
 
     def turn_messages(self, observation: Mapping[str, Any]) -> list[dict[str, str]]:
         """The messages of one turn without history: the system prompt and :func:`user_prompt`."""
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user_prompt(observation)}]
 
+    def completion(self, messages: list[dict[str, str]]) -> Call[PolicyReply]:
+        """:meth:`complete` of ``messages`` as a :class:`~..aio.Call` (blocking, or awaited as :meth:`acomplete`)."""
+        return Call(self.complete, self.acomplete, (messages,))
+
     def complete(self, messages: list[dict[str, str]]) -> PolicyReply:
-        """One chat completion with retries; the first choice's text and the usage."""
-        response, latency = self._request(messages, self.n, None)
+        """One chat completion with retries; the first choice's text, the usage, the messages sent and the sampled
+        tokens where the server returned them."""
+        return run_blocking(self._complete_plan(messages))
+
+    async def acomplete(self, messages: list[dict[str, str]]) -> PolicyReply:
+        """:meth:`complete`, awaited (the async client of the running loop): the same request, the same reply."""
+        return await run_awaited(self._complete_plan(messages))
+
+    def _complete_plan(self, messages: list[dict[str, str]]) -> Plan[PolicyReply]:
+        response, latency = yield from self._request_plan(messages, self.n, None)
         usage = response.usage
         counts = (
             {k: float(getattr(usage, k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
             if usage is not None
             else {}
         )
-        return PolicyReply(response.choices[0].message.content or "", counts, latency)
+        choice = response.choices[0]
+        return PolicyReply(choice.message.content or "", counts, latency, tuple(dict(m) for m in messages),
+                           sampled_tokens(response, choice))
 
     def sample(self, messages: list[dict[str, str]], n: int, seed: int | None = None) -> list[str]:
         """The texts of all choices of one request for ``n`` samples (``seed`` sent when given).
@@ -156,10 +193,14 @@ class OpenAIPolicy(Policy):
         """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        response, _ = self._request(messages, n, seed)
+        response, _ = run_blocking(self._request_plan(messages, n, seed))
         return [choice.message.content or "" for choice in response.choices]
 
-    def _request(self, messages: list[dict[str, str]], n: int, seed: int | None) -> tuple[Any, float]:
+    async def aclose(self) -> None:
+        """Close the running loop's async client (the blocking client stays: :meth:`close`)."""
+        await self._async_clients.aclose()
+
+    def _request_plan(self, messages: list[dict[str, str]], n: int, seed: int | None) -> Plan[tuple[Any, float]]:
         """One chat-completions request with retries: (response with >= 1 choice, seconds taken)."""
         started = time.perf_counter()
         where = f"LLM endpoint {self.base_url} (model {self.model!r})"
@@ -170,16 +211,26 @@ class OpenAIPolicy(Policy):
             kwargs["n"] = n
         if seed is not None:
             kwargs["seed"] = seed
+        if self.logprobs:
+            kwargs["logprobs"] = True
+        if self.return_token_ids:
+            kwargs["extra_body"] = {"return_token_ids": True}
 
-        def send() -> Any:
-            response = self._client.chat.completions.create(**kwargs)
+        def checked(response: Any) -> Any:
             if not response.choices:
                 raise LLMError(f"{where} returned no choices", 200)
             return response
 
+        def send() -> Any:
+            return checked(self._client.chat.completions.create(**kwargs))
+
+        async def asend() -> Any:
+            return checked(await self._async_clients.get().chat.completions.create(**kwargs))
+
         try:
-            response = request_with_retries(send, retries=self.max_retries, backoff_s=self.backoff_s, cap_s=60.0,
-                                            timeout_s=self.timeout_s)
+            response = yield from retry_plan(Call(send, asend), lambda seconds: Call(time.sleep, asyncio.sleep, (seconds,)),
+                                             retries=self.max_retries, backoff_s=self.backoff_s, cap_s=60.0,
+                                             timeout_s=self.timeout_s)
         except ChatFailure as failure:
             if failure.status == 400 and _OVERFLOW.search(failure.problem):
                 raise LLMContextOverflow(f"{where} answered HTTP 400: {failure.problem}", 400) from None
@@ -192,6 +243,23 @@ class OpenAIPolicy(Policy):
 
     def close(self) -> None:
         self._client.close()
+
+
+def sampled_tokens(response: Any, choice: Any) -> SampledTokens | None:
+    """The sampled tokens of ``choice`` as the server reported them: ``logprobs.content`` (tokens and their
+    logprobs; tokens spelled ``token_id:N``, vLLM's ``return_tokens_as_token_ids``, give the ids too) and vLLM's
+    ``token_ids`` / ``prompt_token_ids`` (``return_token_ids``); None when it reported none of them."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None) or None
+    tokens = tuple(str(entry.token) for entry in content) if content else None
+    logprobs = tuple(float(entry.logprob) for entry in content) if content else None
+    ids = getattr(choice, "token_ids", None)
+    if ids is None and tokens and all(t.startswith("token_id:") for t in tokens):
+        ids = [int(t.split(":", 1)[1]) for t in tokens]
+    prompt_ids = getattr(response, "prompt_token_ids", None)
+    if tokens is None and ids is None and prompt_ids is None:
+        return None
+    return SampledTokens(token_ids=tuple(int(i) for i in ids) if ids is not None else None, logprobs=logprobs,
+                         tokens=tokens, prompt_token_ids=tuple(int(i) for i in prompt_ids) if prompt_ids is not None else None)
 
 
 def _hint(status: int) -> str:

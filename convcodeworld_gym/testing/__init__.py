@@ -1,8 +1,10 @@
 """Test utilities for users and for this package's own tests: a scripted OpenAI-compatible
-server (:mod:`.openai_server`), a deterministic fake executor (:mod:`.executor`), and sandbox
+server (:mod:`.openai_server`) and a scripted coder to serve from it, in-process or from a process of
+its own (:mod:`.scripted_coder`), a deterministic fake executor (:mod:`.executor`), and sandbox
 workers killed from outside mid-run, on purpose (:mod:`.infra`)."""
 
 from .executor import FakeExecutor
 from .openai_server import Reply, ScriptedOpenAIServer
+from .scripted_coder import CoderScript, CoderServer
 
-__all__ = ["ScriptedOpenAIServer", "Reply", "FakeExecutor"]
+__all__ = ["ScriptedOpenAIServer", "Reply", "FakeExecutor", "CoderScript", "CoderServer"]

@@ -16,10 +16,15 @@ bodies, in a scripted order or from a function of the request.
 >>> first.choices[0].message.content, third.choices[0].message.content, len(server.requests)
 ('hello', 'again', 3)
 >>> server.requests[0]["body"]["messages"][0]["content"]
-'hi'"""
+'hi'
+
+Asked for ``logprobs`` it answers each choice's tokens with their logprobs, and asked for ``return_token_ids`` (vLLM's
+extension) the token ids of each choice and of the prompt, from a fake tokenizer (:func:`fake_tokens`: 4 characters
+a token, ids from a hash), so that clients of servers that return sampled tokens can be tested."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
 
-__all__ = ["Reply", "ScriptedOpenAIServer", "Script"]
+__all__ = ["Reply", "ScriptedOpenAIServer", "Script", "fake_tokens", "fake_token_id", "fake_logprob"]
 
 
 @dataclass(frozen=True)
@@ -126,23 +131,55 @@ class ScriptedOpenAIServer:
         return Reply(content=reply) if isinstance(reply, str) else reply
 
 
+def fake_tokens(text: str) -> list[str]:
+    """The scripted server's tokenization: 4 characters a token.
+
+    >>> fake_tokens("def f():")
+    ['def ', 'f():']
+    """
+    return [text[i:i + 4] for i in range(0, len(text), 4)]
+
+
+def fake_token_id(token: str) -> int:
+    """The id of a fake token (a hash of its text, under 2**24)."""
+    return int.from_bytes(hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=3).digest(), "big")
+
+
+def fake_logprob(token: str) -> float:
+    """The logprob the scripted server reports for a fake token (in (-1, 0])."""
+    return -(fake_token_id(token) % 1000) / 1000
+
+
+def _choice(index: int, content: str, body: dict[str, Any]) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": index, "message": {"role": "assistant", "content": content}, "finish_reason": "stop",
+                              "logprobs": None}
+    tokens = fake_tokens(content)
+    if body.get("logprobs"):
+        choice["logprobs"] = {"content": [{"token": t, "logprob": fake_logprob(t), "bytes": list(t.encode()), "top_logprobs": []}
+                                          for t in tokens]}
+    if body.get("return_token_ids"):
+        choice["token_ids"] = [fake_token_id(t) for t in tokens]
+    return choice
+
+
 def _completion_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     n = int(body.get("n") or 1)
     contents = list(reply.choices) if reply.choices is not None else [reply.content] * n
     prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
     completion_tokens = sum(max(1, len(c) // 4) for c in contents)
     prompt_tokens = max(1, prompt_chars // 4)
-    return {
+    answer: dict[str, Any] = {
         "id": f"chatcmpl-scripted-{time.monotonic_ns()}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "scripted"),
-        "choices": [
-            {"index": i, "message": {"role": "assistant", "content": c}, "finish_reason": "stop", "logprobs": None}
-            for i, c in enumerate(contents)
-        ],
+        "choices": [_choice(i, c, body) for i, c in enumerate(contents)],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
     }
+    if body.get("return_token_ids"):  # vLLM: the prompt's ids at the top level
+        prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        answer["prompt_token_ids"] = [fake_token_id(t) for t in fake_tokens(prompt)]
+    return answer
 
 
 def _error_body(status: int, message: str) -> dict[str, Any]:
