@@ -259,7 +259,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--feedback-style", choices=FEEDBACK_STYLES, default="reference",
                      help="execution feedback text: reference (default, the text the paper's models saw) or rich "
                      "(source lines, whole tracebacks)")
-    run.add_argument("--concurrency", type=int, default=2, help="episodes at once (threads; one shared executor)")
+    run.add_argument("--concurrency", type=int, default=2, help="episodes in flight (on one event loop, sharing one executor; against a model endpoint, tens to hundreds)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--out", help="run directory (default: runs/<policy>-<tasks>); rerun with the same settings to resume")
     run.add_argument("--suite-timeout", type=float, default=121.0, help="seconds for a whole test suite (default 121, as the reference)")

@@ -6,6 +6,9 @@ and ``metadata.json`` (package versions, python, the dataset's name, version and
 the policy's and simulator's settings, the seed; never an API key). Running the same
 command again resumes: finished episodes are kept and skipped, the rest are played.
 
+Episodes are played by the rollout driver (:mod:`..rollouts`): ``concurrency`` episodes in flight on
+one event loop, sharing one executor, each awaiting its own model call and its own sandbox run.
+
 An episode in which the infrastructure lost a run (``info["infra_error"]``: lost, also on the
 executor's own retry; the env ends the episode there) is played once more from its start. If
 that one is lost too, it is logged as it went (its last row carries ``infra_error``) and the
@@ -13,14 +16,13 @@ metrics leave it out (:mod:`.log_scores`); :class:`RunSummary` counts both."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import platform
 import sys
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -30,15 +32,17 @@ import gymnasium as gym
 from ..combos import FeedbackConfig
 from ..errors import ConvCodeWorldError, FeedbackUnavailable, SamplesError
 from ..feedback.execution import FEEDBACK_STYLES
-from ..policies import Policy, PolicyReply
-from ..protocol import PROTOCOLS, ReferenceProtocol, act_with_retrim
-from ..records import METADATA_FILE, TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl, turn_record
+from ..aio import run_blocking, run_sync
+from ..policies import Policy
+from ..protocol import PROTOCOLS
+from ..records import METADATA_FILE, TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl
+from ..rollouts import EpisodeJob, episode_plan, iter_rollouts
 from ..registration import LIVE_IDS
 from ..samples import load_samples, samples_digest
 from ..sandbox import Executor, Limits, SandboxExecutor
 from ..sandbox.forgeable import default_task_set
 from ..sandbox.needs import choose_tasks
-from ..tasks import DEFAULT_DATASET, Task, TaskSet, load_tasks
+from ..tasks import DEFAULT_DATASET, TaskSet, load_tasks
 
 __all__ = [
     "EvalConfig",
@@ -75,7 +79,7 @@ class EvalConfig:
         dataset, task_ids, stdlib_only, limit: the task set (see :func:`~convcodeworld_gym.tasks.load_tasks`).
         max_turns: feedback turns after turn 0 (the paper: 10).
         seed: passed to the policy for every episode (offline policies are deterministic given it).
-        concurrency: episodes played at once (threads), sharing one executor.
+        concurrency: episodes in flight at once (on one event loop), sharing one executor.
         env_kwargs: extra kwargs for every env (e.g. ``log=`` for ConvCodeBench ids).
         verbal_env_kwargs: extra kwargs only for ids with verbal feedback (SNF / SEF), e.g.
             ``{"simulator_kwargs": {...}}`` or ``{"verbal_feedback": provider}``.
@@ -174,80 +178,13 @@ def play_episode(
     protocol: str = "reference",
     turn0: str | None = None,
 ) -> list[TurnRecord]:
-    """Play one episode of ``task_id`` and return its rows, turn 0 first.
-
-    ``protocol="always"``: the policy answers each observation (``reset``'s, then each
-    ``step``'s). ``"reference"``: the env is wrapped in :class:`~.protocol.ReferenceProtocol`,
-    so the policy is asked only when the reference would call its model, and each row counts
-    the calls that wrote it. Either way a call whose prompt overflows the model's context is
-    retried with shorter execution feedback. The episode ends when the env says terminated
-    (a pass) or truncated (turn limit).
-
-    ``turn0``: the task's BigCodeBench sample, judged as turn 0 without a policy call (row
-    ``model_calls`` 0). A static replay starts at turn 1: its env judges the sample apart
-    (``judge_own_turn0``) and the row is logged first.
-    """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    played = ReferenceProtocol(env) if protocol == "reference" else env
-    obs, info = played.reset(options={"task_id": task_id})
-    base = env.unwrapped
-    task: Task = base.task if hasattr(base, "task") else base.tasks[task_id]  # type: ignore[attr-defined]
-    episode = policy.start(task, feedback=feedback, seed=seed)
-    rows: list[TurnRecord] = []
-    calls: list[PolicyReply] = []
-
-    def record(turns: Sequence[Mapping[str, Any]]) -> bool:
-        """Rows for the env turns just played (the pending calls wrote the first); True at the end."""
-        for turn in turns:
-            made = list(calls) if turn["model_calls"] else []
-            calls.clear()
-            rows.append(
-                turn_record(
-                    feedback=feedback,
-                    reply=str(turn["action"]),
-                    obs=turn["obs"],
-                    reward=float(turn["reward"]),
-                    info=turn["info"],
-                    policy=policy.name,
-                    usage=_summed_usage(made),
-                    policy_s=sum(r.latency_s for r in made) if made else None,
-                    model_calls=len(made),
-                )
-            )
-            if turn["terminated"] or turn["truncated"]:
-                return True
-        return False
-
-    if turn0 is not None and hasattr(base, "judge_own_turn0"):  # static: turn 0 is no step of the replay
-        judged, reward0, info0 = base.judge_own_turn0(turn0)
-        record([{"action": turn0, "obs": judged, "reward": reward0, "terminated": False, "truncated": False,
-                 "info": info0, "model_calls": 0}])
-        turn0 = None
-    if record(info.get("turns", [])):
-        return rows
-    while True:
-        if turn0 is not None:  # the sample is turn 0's program: no call
-            action, turn0 = turn0, None
-        else:
-            reply = act_with_retrim(episode.act, obs, info.get("untrimmed_execution_feedback") or None)
-            calls.append(reply)
-            action = reply.text
-        obs, reward, terminated, truncated, info = played.step(action)
-        turns = info["turns"] if protocol == "reference" else [
-            {"action": action, "obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated,
-             "info": info, "model_calls": 1}
-        ]
-        if record(turns):
-            return rows
-
-
-def _summed_usage(replies: Sequence[PolicyReply]) -> dict[str, float]:
-    total: dict[str, float] = {}
-    for reply in replies:
-        for key, value in reply.usage.items():
-            total[key] = total.get(key, 0.0) + float(value)
-    return total
+    """Play one episode of ``task_id`` (blocking) and return its rows, turn 0 first: the rows of
+    :func:`~convcodeworld_gym.rollouts.episode_plan`, which says how each protocol calls the policy.
+    ``feedback`` must name ``env``'s combination (the rows carry the env's own)."""
+    config = getattr(env.unwrapped, "config", None)
+    if config is not None and config.name != feedback:
+        raise ValueError(f"feedback {feedback!r} is not the env's combination {config.name!r}")
+    return list(run_blocking(episode_plan(env, policy, task_id, seed=seed, protocol=protocol, turn0=turn0)).rows)
 
 
 def _redact(value: Any) -> Any:
@@ -473,68 +410,44 @@ def _run_combination(
     passed: int,
 ) -> None:
     """Play ``todo`` under ``env_id`` and append each episode to ``writer``, in task order; counts into ``summary``
-    (``played``, ``replayed``, ``infra_lost``)."""
-    envs: list[gym.Env] = [first_env]
-    free: list[gym.Env] = [first_env]
-    lock = threading.Lock()
+    (``played``, ``replayed``, ``infra_lost``). ``config.concurrency`` episodes are in flight (:mod:`..rollouts`)."""
     summary.played[feedback] = summary.replayed[feedback] = summary.infra_lost[feedback] = 0
-
-    def play(task_id: str) -> list[TurnRecord]:
-        with lock:
-            env = free.pop() if free else None
-        if env is None:
-            env = gym.make(env_id, **kwargs)
-            with lock:
-                envs.append(env)
-        try:
-            rows = _play(env, task_id)
-            if (lost := _infra_error(rows)) is not None:  # no verdict on a turn: the episode is played again
-                log(f"note: {feedback} {task_id}: a run was lost to the infrastructure ({lost}); playing the episode again")
-                with lock:
-                    summary.replayed[feedback] += 1
-                rows = _play(env, task_id)
-                if (lost := _infra_error(rows)) is not None:
-                    log(f"note: {feedback} {task_id}: a run was lost to the infrastructure again ({lost}); the episode is "
-                        "logged with infra_error and left out of the metrics")
-                    with lock:
-                        summary.infra_lost[feedback] += 1
-            return rows
-        finally:
-            with lock:
-                free.append(env)
-
-    def _play(env: gym.Env, task_id: str) -> list[TurnRecord]:
-        return play_episode(env, policy, task_id, feedback=feedback, seed=config.seed, protocol=config.protocol,
-                            turn0=samples[task_id] if samples is not None else None)
-
+    jobs = [EpisodeJob(task_id, config.seed, samples[task_id] if samples is not None else None) for task_id in todo]
     try:
         label = FeedbackConfig.parse(feedback).paper_name
     except ValueError:
         label = feedback
     bar = progress(label, total, done) if progress is not None else None
-    pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix=f"eval-{feedback}")
+
+    async def play_all() -> None:
+        nonlocal done, passed
+        played = iter_rollouts(jobs, lambda: gym.make(env_id, **kwargs), policy, concurrency=config.concurrency,
+                               protocol=config.protocol, envs=[first_env])
+        try:
+            async for trajectory in played:  # in task order: the log's order does not depend on timing
+                if trajectory.replay_of is not None:  # no verdict on a turn: the episode was played again
+                    summary.replayed[feedback] += 1
+                    log(f"note: {feedback} {trajectory.task_id}: a run was lost to the infrastructure "
+                        f"({trajectory.replay_of.infra_error}); the episode was played again")
+                    if trajectory.infra_error is not None:
+                        summary.infra_lost[feedback] += 1
+                        log(f"note: {feedback} {trajectory.task_id}: a run was lost to the infrastructure again "
+                            f"({trajectory.infra_error}); the episode is logged with infra_error and left out of the metrics")
+                await asyncio.to_thread(writer.write_episode, list(trajectory.rows))
+                summary.played[feedback] += 1
+                done += 1
+                passed += int(bool(trajectory.passed))
+                if bar is not None:  # episodes lost to the infrastructure are no failures: out of the share
+                    lost = summary.infra_lost[feedback]
+                    share = f"pass {passed / (done - lost):.1%}" if done > lost else "pass -"
+                    bar.set_postfix_str(share + (f", {lost} lost to the infrastructure" if lost else ""), refresh=False)
+                    bar.update(1)
+        finally:
+            await played.aclose()
+            await policy.aclose()
+
     try:
-        futures: list[Future[list[TurnRecord]]] = [pool.submit(play, task_id) for task_id in todo]
-        for future in futures:  # in task order: the log's order does not depend on thread timing
-            rows = future.result()
-            writer.write_episode(rows)
-            summary.played[feedback] += 1
-            done += 1
-            passed += int(any(row.passed for row in rows))
-            if bar is not None:  # episodes lost to the infrastructure are no failures: out of the share
-                lost = summary.infra_lost[feedback]
-                share = f"pass {passed / (done - lost):.1%}" if done > lost else "pass -"
-                bar.set_postfix_str(share + (f", {lost} lost to the infrastructure" if lost else ""), refresh=False)
-                bar.update(1)
+        run_sync(play_all())
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
         if bar is not None:
             bar.close()
-        for env in envs:
-            env.close()
-
-
-def _infra_error(rows: Sequence[TurnRecord]) -> str | None:
-    """The reason of the first turn in ``rows`` whose run the infrastructure lost, or None."""
-    return next((row.infra_error for row in rows if row.infra_error), None)
-
