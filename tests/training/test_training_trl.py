@@ -60,3 +60,48 @@ def test_smoke_run_masks_feedback_tokens(tmp_path):
             assert loss_mask == row.env_mask
             checked += int(0 in row.env_mask)
     assert checked > 0, "no multi-turn sequence reached the loss"
+
+
+class _Trainer:
+    """What a rollout_func reads of TRL's trainer: the model and its tokenizer (no vLLM)."""
+
+    use_vllm = False
+
+    def __init__(self, model, tokenizer) -> None:
+        self.model, self.processing_class = model, tokenizer
+
+
+def test_a_batch_is_played_together_one_generation_per_turn(humaneval, executor):
+    """4 episodes (2 tasks x 2 generations) of 3 programs: 3 calls of model.generate in all, each for every live
+    episode (one per episode and turn, 12, before), and the token record is what was sampled."""
+    import gymnasium as gym
+
+    grpo = _load()
+    model, tokenizer = grpo.tiny_random_model(0)
+    calls: list[int] = []
+    generate = model.generate
+
+    def counting(inputs, **kwargs):
+        calls.append(int(inputs.shape[0]))
+        return generate(inputs, **kwargs)
+
+    model.generate = counting
+    tasks = humaneval.subset(limit=2)
+    rollout = grpo.make_rollout_func(
+        lambda: gym.make("ConvCodeWorld-CF-EF_full-v0", dataset=tasks, max_turns=2, executor=executor),
+        tasks, turns=3, max_new_tokens=8)
+    prompts = [t.prompt for t in tasks for _ in range(2)]
+    out = rollout(prompts, _Trainer(model, tokenizer))
+    assert calls == [4, 4, 4]  # a random model never passes: every episode lives 3 turns
+    assert len(out["prompt_ids"]) == 4 and out["env_reward"] == [0.0] * 4
+    codec = grpo.ConversationCodec(tokenizer)
+    for prompt, ids, completion, logprobs, mask in zip(prompts, out["prompt_ids"], out["completion_ids"], out["logprobs"],
+                                                       out["env_mask"]):
+        assert ids == codec.prompt(prompt)[1]
+        assert len(completion) == len(logprobs) == len(mask) and mask.count(1) <= 3 * 8
+        feedback = tokenizer.decode([t for t, m in zip(completion, mask) if m == 0])
+        assert feedback.count("Compilation feedback") == 2  # after turns 0 and 1, not after the last
+        assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0) and any(lp != 0.0 for lp, m in zip(logprobs, mask) if m)
+    with pytest.raises(ValueError, match="max_turns=2"):
+        grpo.make_rollout_func(lambda: gym.make("ConvCodeWorld-CF-v0", dataset=tasks, executor=executor), tasks, turns=3,
+                               max_new_tokens=4)(prompts[:1], _Trainer(model, tokenizer))
