@@ -19,7 +19,8 @@ Holds:
     ModelCall       one model call of an episode: messages, reply, usage, sampled tokens
     Trajectory      what one episode gave
     episode_plan    one episode as a plan (:mod:`.aio`), blocking or awaited
-    play, aplay     one episode, blocking or awaited, played again once if the infrastructure lost a run
+    play            one episode, blocking, played again once if the infrastructure lost a run of it
+    aplay           the same, awaited
     iter_rollouts   many episodes on one loop, ``concurrency`` in flight; trajectories in job order
     rollouts        the same, from blocking code: the list of trajectories
 

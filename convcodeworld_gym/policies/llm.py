@@ -6,6 +6,7 @@ Every request can be sent blocking (``act``, the ``openai.OpenAI`` client) or aw
 Holds:
     OpenAIPolicy   chat model as a policy; prompts from :mod:`.prompts`
     user_prompt    this turn's user message for an observation
+    sampled_tokens the sampled token ids and logprobs of a reply, as its server reported them
     LLMError       an endpoint failed for good (after retries, or at once on a client error)
     LLMContextOverflow  the endpoint rejected the prompt as longer than the model's context
     RETRYABLE_STATUS  HTTP statuses retried with backoff (from :mod:`..chat`, the one retry loop)
