@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="print and write the tables (Markdown, CSV) and the plot (PNG) of a run")
     rep.add_argument("run_dir", help="the --out directory of an evaluate run")
     rep.add_argument("--out", help="where to write the files (default: the run directory)")
-    _add_compensate_init(rep)
+    _add_scoring_options(rep)
     rep.set_defaults(func=cmd_report)
 
     imp = sub.add_parser("import-reference", help="convert the reference repository's result files into a turn log")
@@ -209,7 +209,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_compensate_init(parser: argparse.ArgumentParser) -> None:
+def _add_scoring_options(parser: argparse.ArgumentParser) -> None:
+    """The report's scoring options (print_results.py's): ``--no-compensate-init``, ``--exclude-init-solved``, ``--fill-cf``."""
+    parser.add_argument(
+        "--exclude-init-solved", action="store_true",
+        help="MRR and Recall without the tasks whose turn-0 program passed (the reference's exclude_init_solved=True)",
+    )
+    parser.add_argument(
+        "--fill-cf", action="store_true",
+        help="a live run without CF or CF SNF gets their columns from its turn 0, as the reference's print_results "
+             "does (only when every turn-0 program compiles)",
+    )
     parser.add_argument(
         "--no-compensate-init", dest="compensate_init", action="store_false",
         help="static MRR: do not credit the model's own turn-0 pass (the reference's compensate_init=False)",
@@ -267,7 +277,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--ray", metavar="ADDRESS", help="run the programs on a Ray cluster (ray://head:10001, auto, host:6379, or 'local' for a Ray instance on this machine); each node runs the confined sandbox")
     run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="extra env kwarg (VALUE parsed as JSON, else a string); repeatable")
     run.add_argument("--no-report", action="store_true", help="do not print and write the report at the end")
-    _add_compensate_init(run)
+    _add_scoring_options(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     _add_runtime(run)
     ev.set_defaults(func=cmd_evaluate)
@@ -371,7 +381,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"{name}: skipped ({why})")
     if args.no_report or not summary.played and not any(summary.resumed.values()):
         return 0
-    return _print_report(out, None, compensate_init=args.compensate_init)
+    return _print_report(out, None, args)
 
 
 def _infra_note(replayed: int, lost: int) -> str:
@@ -386,8 +396,10 @@ def _infra_note(replayed: int, lost: int) -> str:
     return note + (f", {lost} lost again (logged with infra_error, left out of the metrics)" if lost else "")
 
 
-def _print_report(run_dir: Path | str, out: str | None, *, compensate_init: bool = True) -> int:
-    report, paths = write_report(run_dir, out, compensate_init=compensate_init)
+def _print_report(run_dir: Path | str, out: str | None, args: argparse.Namespace) -> int:
+    """Write and print the report of ``run_dir`` with the scoring options of ``args`` (:func:`_add_scoring_options`)."""
+    report, paths = write_report(run_dir, out, compensate_init=args.compensate_init,
+                                 exclude_init_solved=args.exclude_init_solved, fill_cf=args.fill_cf)
     print()
     print(report.markdown())
     print(f"tables: {paths['markdown']}, {paths['pass_csv']}, {paths['mrr_csv']}")
@@ -396,7 +408,7 @@ def _print_report(run_dir: Path | str, out: str | None, *, compensate_init: bool
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return _print_report(args.run_dir, args.out, compensate_init=args.compensate_init)
+    return _print_report(args.run_dir, args.out, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

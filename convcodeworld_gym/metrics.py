@@ -1,11 +1,12 @@
 """ConvCodeWorld metrics: Pass@1 per turn, MRR and Recall, live and static (ConvCodeBench),
 defined as the reference's ``print_results.py`` computes them.
 
-Live: a task's *first passing turn* ``k`` (0..max_turns) decides everything. Pass@1 at turn
-``t`` is the share of tasks whose turn-``t`` program passes or whose turn-0 program passed;
-the reference carries a passing program over and executes it again every later turn, so
-(flaky tests aside) that is the share with ``k <= t``. MRR is the mean of ``1/(k+1)`` (0 when
-never solved); Recall is the share ever solved.
+Live: Pass@1 at turn ``t`` is the share of tasks whose turn-``t`` program passes or whose turn-0
+program passed (``pass_at_1``, print_results.py:48-56). The reference carries a passing program
+over and executes it again every later turn, so a flaky test can make a later turn fail; an
+episode that ended at its pass (the env's default) carries it to every later turn, and Pass@1 is
+then the share of tasks with ``k <= t`` for the *first passing turn* ``k``. MRR is the mean of
+``1/(k+1)`` (0 when never solved); Recall is the share ever solved.
 
 Static (ConvCodeBench), per task, from the reference's logged passes ``ref[j]`` and the
 evaluated model's passes ``model[i]`` (its own turn-0 program at ``i = 0``, its static turns
@@ -20,7 +21,12 @@ evaluated model's passes ``model[i]`` (its own turn-0 program at ``i = 0``, its 
   whose static turn-``t`` program passes or whose ``ref[0]`` passed. Once ``ref[i-1]``
   passed, the static run carries the reference's passing code at every turn ``>= i``, so
   those turns pass. Unlike live Pass@1 the curve can fall: each static turn is written anew
-  on the reference's history."""
+  on the reference's history. A reference log that goes on after its pass (the reference's own
+  logs do: it carries and re-executes the passing code) is read turn by turn: the static run
+  carries the reference's code at turn ``t`` when the reference's turn ``t-1`` passed.
+
+``exclude_init_solved`` (print_results.py:70-149; off by default there too) leaves the tasks
+whose (evaluated model's) turn-0 program passed out of MRR and Recall, never out of Pass@1."""
 
 from __future__ import annotations
 
@@ -32,7 +38,9 @@ from .combos import DEFAULT_MAX_TURNS
 __all__ = [
     "Scores",
     "first_pass_turn",
+    "live_pass_at_turn",
     "live_scores",
+    "live_episode_scores",
     "static_credit_turn",
     "static_recall",
     "static_pass_at_turn",
@@ -56,6 +64,9 @@ class Scores:
         left_out: tasks not scored because the infrastructure lost a run of their episode (also on
             its retry): such a turn is no verdict, so the episode's first passing turn is unknown.
             They are in no share above (``n_tasks`` does not count them).
+        init_solved_excluded: tasks left out of MRR and Recall (not of Pass@1, nor of ``n_tasks``) because
+            their turn-0 program passed (``exclude_init_solved``); the reference prints
+            ``(n_tasks - init_solved_excluded)/n_tasks``.
     """
 
     pass_at_turn: tuple[float, ...]
@@ -64,6 +75,7 @@ class Scores:
     n_tasks: int
     first_turn: int = 0
     left_out: int = 0
+    init_solved_excluded: int = 0
 
     @property
     def turns(self) -> range:
@@ -84,6 +96,7 @@ class Scores:
             "recall": round(100 * self.recall, 1),
             "n_tasks": self.n_tasks,
             "left_out": self.left_out,
+            "init_solved_excluded": self.init_solved_excluded,
         }
 
 
@@ -111,8 +124,68 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def live_scores(first_passes: Iterable[int | None], max_turns: int = DEFAULT_MAX_TURNS) -> Scores:
-    """Scores from each task's first passing turn (None = never solved).
+def _mean_of_kept(values: Sequence[float]) -> float:
+    """The mean over the tasks MRR and Recall keep: NaN when ``exclude_init_solved`` left none (as the
+    reference's ``np.mean`` of nothing); :func:`_mean` has already refused an empty task set."""
+    return sum(values) / len(values) if values else float("nan")
+
+
+def live_pass_at_turn(passes: Sequence[bool], max_turns: int = DEFAULT_MAX_TURNS) -> tuple[bool, ...]:
+    """One task's Pass@1 at turns ``0..max_turns`` from its episode's passes, turn by turn.
+
+    Turn ``t`` passes when its program passed or the turn-0 program did (print_results.py:48-56, ``pass_at_1``
+    of turn ``t``'s results OR the initial results). A turn after the episode's last one carries its last
+    program: passing when the episode ended at a pass. An episode that re-executes its passing code at every
+    later turn (``rerun_passed``) can fail again there, as the reference's can.
+
+    >>> live_pass_at_turn([False, True], max_turns=3)          # ended at its pass: carried
+    (False, True, True, True)
+    >>> live_pass_at_turn([False, True, False, True], max_turns=3)  # re-executed, flaky at turn 2
+    (False, True, False, True)
+    >>> live_pass_at_turn([True, False], max_turns=2)          # turn 0 passed: every turn counts
+    (True, True, True)
+    """
+    init = bool(passes and passes[0])
+    carried = bool(passes and passes[-1])
+    return tuple(init or (bool(passes[t]) if t < len(passes) else carried) for t in range(max_turns + 1))
+
+
+def live_episode_scores(
+    episodes: Iterable[Sequence[bool]], max_turns: int = DEFAULT_MAX_TURNS, *, exclude_init_solved: bool = False
+) -> Scores:
+    """Scores from each task's passes at turns ``0..`` (its episode, turn by turn).
+
+    Pass@1 per turn is :func:`live_pass_at_turn`; MRR and Recall take each task's first passing turn
+    (print_results.py:70-82 and 111-123: the walk stops there, whatever later turns did). With
+    ``exclude_init_solved`` the tasks whose turn-0 program passed are left out of MRR and Recall
+    (print_results.py:75, 116), not out of Pass@1.
+
+    >>> s = live_episode_scores([[True], [False, True, False], [False] * 3], max_turns=2)
+    >>> [round(p, 3) for p in s.pass_at_turn], round(s.mrr, 3), round(s.recall, 3)
+    ([0.333, 0.667, 0.333], 0.5, 0.667)
+    >>> s = live_episode_scores([[True], [False, True, False], [False] * 3], max_turns=2, exclude_init_solved=True)
+    >>> s.mrr, s.recall, s.init_solved_excluded, s.n_tasks
+    (0.25, 0.5, 1, 3)
+    """
+    items = [list(passes) for passes in episodes]
+    per_turn = [live_pass_at_turn(passes, max_turns) for passes in items]
+    firsts = [first_pass_turn(passes) for passes in items]
+    _check_turns(firsts, max_turns)
+    kept = [k for k in firsts if not (exclude_init_solved and k == 0)]
+    return Scores(
+        pass_at_turn=tuple(_mean([float(p[t]) for p in per_turn]) for t in range(max_turns + 1)),
+        mrr=_mean_of_kept([0.0 if k is None else 1.0 / (k + 1) for k in kept]),
+        recall=_mean_of_kept([float(k is not None) for k in kept]),
+        n_tasks=len(items),
+        init_solved_excluded=len(firsts) - len(kept),
+    )
+
+
+def live_scores(
+    first_passes: Iterable[int | None], max_turns: int = DEFAULT_MAX_TURNS, *, exclude_init_solved: bool = False
+) -> Scores:
+    """Scores from each task's first passing turn (None = never solved), its passing code carried over to
+    every later turn (:func:`live_episode_scores` of episodes that end at their pass).
 
     >>> s = live_scores([0, 1, None, 10])
     >>> s.pass_at_turn[0], s.pass_at_turn[1], s.pass_at_turn[10], s.recall
@@ -121,18 +194,16 @@ def live_scores(first_passes: Iterable[int | None], max_turns: int = DEFAULT_MAX
     0.3977
     """
     turns = list(first_passes)
-    _check_turns(turns, max_turns)
-    pass_at = tuple(_mean([float(k is not None and k <= t) for k in turns]) for t in range(max_turns + 1))
-    return Scores(
-        pass_at_turn=pass_at,
-        mrr=_mean([0.0 if k is None else 1.0 / (k + 1) for k in turns]),
-        recall=_mean([float(k is not None) for k in turns]),
-        n_tasks=len(turns),
-    )
+    episodes = [[False] * (max_turns + 1) if k is None else [False] * k + [True] for k in turns]
+    return live_episode_scores(episodes, max_turns, exclude_init_solved=exclude_init_solved)
 
 
 def _ref(reference_passes: Sequence[bool], turn: int) -> bool:
-    return 0 <= turn < len(reference_passes) and bool(reference_passes[turn])
+    """Did the reference's code of ``turn`` pass: as logged, or, past the end of a log that ended at its
+    pass, carried over (passing)."""
+    if turn < 0 or not reference_passes:
+        return False
+    return bool(reference_passes[turn]) if turn < len(reference_passes) else bool(reference_passes[-1])
 
 
 def static_credit_turn(
@@ -183,19 +254,20 @@ def static_pass_at_turn(
     """One task's Pass@1 at static turns ``1..max_turns``.
 
     Turn ``t`` passes when the model's static turn-``t`` program passed, the reference passed
-    at turn 0, or the reference passed at a turn ``< t`` (the static run then carries its code).
+    at turn 0 (print_results.py:339, ``pass_at_1`` with the reference's initial results), or the
+    reference's turn ``t-1`` passed: the static run then carries the reference's code (pot.py:564,
+    "Already solved"). A log that ended at the reference's pass carries it to every later turn; one
+    that goes on after it says per turn whether the carried code passed again.
 
     >>> static_pass_at_turn([False, False, True], {1: True, 2: False}, max_turns=4)
     (True, False, True, True)
     >>> static_pass_at_turn([True], {1: False}, max_turns=2)
     (True, True)
+    >>> static_pass_at_turn([False, True, False, True], {1: False, 3: False}, max_turns=4)  # flaky at turn 2
+    (False, True, False, True)
     """
-    out = []
-    carried = _ref(reference_passes, 0)
-    for t in range(1, max_turns + 1):
-        carried = carried or _ref(reference_passes, t - 1)
-        out.append(carried or bool(model_passes.get(t, False)))
-    return tuple(out)
+    init = _ref(reference_passes, 0)
+    return tuple(init or _ref(reference_passes, t - 1) or bool(model_passes.get(t, False)) for t in range(1, max_turns + 1))
 
 
 def static_scores(
@@ -203,23 +275,29 @@ def static_scores(
     max_turns: int = DEFAULT_MAX_TURNS,
     *,
     compensate_init: bool = True,
+    exclude_init_solved: bool = False,
 ) -> Scores:
     """Scores over ConvCodeBench tasks, each given as ``(reference_passes, model_passes)``.
+
+    With ``exclude_init_solved`` the tasks whose evaluated model's own turn-0 program passed
+    (``model_passes[0]``) are left out of MRR and Recall (print_results.py:86, 127), not of Pass@1.
 
     >>> s = static_scores([([True], {}), ([False, False], {1: False, 2: True}), ([False], {0: True})])
     >>> [round(p, 3) for p in s.pass_at_turn[:2]], round(s.mrr, 4), round(s.recall, 3), s.first_turn
     ([0.333, 0.667], 0.7778, 1.0, 1)
     """
     items = list(episodes)
-    credits = [static_credit_turn(ref, model, max_turns, compensate_init=compensate_init) for ref, model in items]
-    _check_turns(credits, max_turns)
     per_task = [static_pass_at_turn(ref, model, max_turns) for ref, model in items]
+    kept = [(ref, model) for ref, model in items if not (exclude_init_solved and model.get(0, False))]
+    credits = [static_credit_turn(ref, model, max_turns, compensate_init=compensate_init) for ref, model in kept]
+    _check_turns(credits, max_turns)
     return Scores(
         pass_at_turn=tuple(_mean([float(p[t]) for p in per_task]) for t in range(max_turns)),
-        mrr=_mean([0.0 if k is None else 1.0 / (k + 1) for k in credits]),
-        recall=_mean([float(static_recall(ref, model, max_turns)) for ref, model in items]),
+        mrr=_mean_of_kept([0.0 if k is None else 1.0 / (k + 1) for k in credits]),
+        recall=_mean_of_kept([float(static_recall(ref, model, max_turns)) for ref, model in kept]),
         n_tasks=len(items),
         first_turn=1,
+        init_solved_excluded=len(items) - len(kept),
     )
 
 

@@ -3,7 +3,8 @@
 The metric definitions live in :mod:`.metrics`; this module only turns log rows into their
 inputs and checks that the rows are complete.
 
-* Live: per task, the first passing turn of its episode.
+* Live: per task, the passes of its episode turn by turn (an episode that re-executed its passing
+  code, ``rerun_passed``, goes on after its pass; one that ended there carries it).
 * Static: per task, the reference's passes (from the reference log) and the evaluated
   model's passes at the turns it played (from the static run), walked as
   :mod:`.metrics` says. The model's own turn-0 program (credited 1 with
@@ -24,6 +25,8 @@ Holds:
     live_run_scores       Scores of a live run, one combination
     static_run_scores     Scores of a static run against its reference log, one combination
     run_scores            either, decided by the rows; the function report code calls per combination
+    carried_turn0_scores  the scores of a combination whose every turn carries turn 0's program (CF and CF SNF
+                          when every turn-0 program compiles), from a run's turn-0 rows
 """
 
 from __future__ import annotations
@@ -34,10 +37,10 @@ from dataclasses import replace
 from ..reference import ReferenceLog, ReferenceSpec, load_reference
 from ..combos import ALL_CONFIGS, FeedbackConfig
 from ..errors import ReferenceLogError
-from ..metrics import DEFAULT_MAX_TURNS, Scores, first_pass_turn, live_scores, static_scores
+from ..metrics import DEFAULT_MAX_TURNS, Scores, live_episode_scores, static_scores
 from ..records import TurnRecord, group_episodes
 
-__all__ = ["combinations", "live_run_scores", "static_run_scores", "run_scores"]
+__all__ = ["combinations", "live_run_scores", "static_run_scores", "run_scores", "carried_turn0_scores"]
 
 
 def combinations(rows: Iterable[TurnRecord]) -> list[str]:
@@ -80,8 +83,12 @@ def _scored(episodes: dict[str, list[TurnRecord]], lost: set[str], name: str, wh
     return kept
 
 
-def live_run_scores(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, max_turns: int = DEFAULT_MAX_TURNS) -> Scores:
-    """Pass@turn, MRR and Recall of a live run's episodes of one combination.
+def live_run_scores(
+    rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, max_turns: int = DEFAULT_MAX_TURNS, *,
+    exclude_init_solved: bool = False,
+) -> Scores:
+    """Pass@turn, MRR and Recall of a live run's episodes of one combination (``exclude_init_solved``: see
+    :func:`~convcodeworld_gym.metrics.live_episode_scores`).
 
     >>> from convcodeworld_gym.records import TurnRecord
     >>> row = lambda task, turn, passed: TurnRecord("CF", task, turn, "", "", "", "", "", True, passed, float(passed), 0.0)
@@ -94,7 +101,8 @@ def live_run_scores(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, 
     name = FeedbackConfig.parse(feedback).name
     episodes, lost = _episodes(rows, name, 0, "live run")
     kept = _scored(episodes, lost, name, "live run")
-    scores = live_scores([first_pass_turn([row.passed for row in turns]) for turns in kept.values()], max_turns)
+    scores = live_episode_scores([[row.passed for row in turns] for turns in kept.values()], max_turns,
+                                 exclude_init_solved=exclude_init_solved)
     return replace(scores, left_out=len(lost))
 
 
@@ -106,6 +114,7 @@ def static_run_scores(
     turn0: Iterable[TurnRecord] | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
     compensate_init: bool = True,
+    exclude_init_solved: bool = False,
 ) -> Scores:
     """ConvCodeBench Pass@turn (turns 1..), MRR and Recall of a static run's episodes of one combination.
 
@@ -117,6 +126,8 @@ def static_run_scores(
             rows do; those of the same combination are preferred, else any combination's);
             default: the run's own turn-0 rows. Without any, MRR and Recall ignore the model's turn 0.
         compensate_init: credit the model's own turn-0 pass 1 in MRR (the reference's default).
+        exclude_init_solved: leave the tasks whose own turn-0 program passed out of MRR and Recall
+            (print_results.py's option of that name; off by default there too).
 
     Episodes holding a turn the infrastructure lost, and tasks whose own turn-0 row it lost, are left out
     (``Scores.left_out``).
@@ -160,7 +171,8 @@ def static_run_scores(
         if task_id in own_turn0:
             model[0] = own_turn0[task_id]
         items.append((log.passes(task_id), model))
-    return replace(static_scores(items, max_turns, compensate_init=compensate_init), left_out=len(lost))
+    scores = static_scores(items, max_turns, compensate_init=compensate_init, exclude_init_solved=exclude_init_solved)
+    return replace(scores, left_out=len(lost))
 
 
 def run_scores(
@@ -171,11 +183,47 @@ def run_scores(
     turn0: Iterable[TurnRecord] | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
     compensate_init: bool = True,
+    exclude_init_solved: bool = False,
 ) -> Scores:
     """Scores of one combination of a run, static when its rows name a reference log (or
-    ``reference`` is given), else live. ``compensate_init`` applies to static scores only."""
+    ``reference`` is given), else live. ``compensate_init`` applies to static scores only;
+    ``exclude_init_solved`` to both."""
     name = FeedbackConfig.parse(feedback).name
     static = reference is not None or any(row.reference for row in rows if row.feedback == name)
     if static:
-        return static_run_scores(rows, name, reference, turn0=turn0, max_turns=max_turns, compensate_init=compensate_init)
-    return live_run_scores(rows, name, max_turns)
+        return static_run_scores(rows, name, reference, turn0=turn0, max_turns=max_turns, compensate_init=compensate_init,
+                                 exclude_init_solved=exclude_init_solved)
+    return live_run_scores(rows, name, max_turns, exclude_init_solved=exclude_init_solved)
+
+
+def carried_turn0_scores(rows: Iterable[TurnRecord], max_turns: int = DEFAULT_MAX_TURNS) -> Scores | None:
+    """The scores of a live combination in which the model is never called after turn 0, from a run's turn-0 rows:
+    Pass@1 at every turn, MRR and Recall are all the turn-0 pass rate. None when the rows hold no live turn 0, or
+    some turn-0 program does not compile.
+
+    This is how the reference's ``print_results.py`` fills the CF and CF SNF columns when those runs are missing
+    (print_results.py:321-329 and 371-379: ``pass_at_1`` of the initial results, after asserting that every initial
+    program compiles, print_results.py:328): under CF and CF SNF the reference's protocol calls the model only on code
+    that does not compile (pot.py:576-594; the novice is silent on code that compiles, pot.py:526-529), so each turn
+    carries turn 0's program. Turn 0 is taken per task from the first combination of the rows (paper order) that
+    played it (all the same with ``--turn0``); a task whose turn-0 run the infrastructure lost is left out.
+
+    >>> from convcodeworld_gym.records import TurnRecord
+    >>> row = lambda task, passed: TurnRecord("CF-EF_full", task, 0, "", "", "", "", "", True, passed, float(passed), 0.0)
+    >>> s = carried_turn0_scores([row("a", True), row("b", False), row("c", False), row("d", False)], max_turns=2)
+    >>> s.pass_at_turn, s.mrr, s.recall
+    ((0.25, 0.25, 0.25), 0.25, 0.25)
+    """
+    rows = [row for row in rows if row.turn == 0 and not row.reference]
+    firsts: dict[str, TurnRecord] = {}
+    for name in combinations(rows):
+        for row in rows:
+            if row.feedback == name:
+                firsts.setdefault(row.task_id, row)
+    if not firsts or not all(row.compile_ok for row in firsts.values()):
+        return None
+    lost = [task_id for task_id, row in firsts.items() if row.infra_error]
+    kept = [[row.passed] for task_id, row in firsts.items() if task_id not in lost]
+    if not kept:
+        return None
+    return replace(live_episode_scores(kept, max_turns), left_out=len(lost))

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..combos import FeedbackConfig
+from ..combos import ALL_CONFIGS, FeedbackConfig
 from ..metrics import DEFAULT_MAX_TURNS, Scores
 from ..records import METADATA_FILE, TURNS_FILE, TurnRecord, read_turns
-from .log_scores import combinations, run_scores
+from .log_scores import carried_turn0_scores, combinations, run_scores
 
 __all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "headless_pyplot",
+           "CARRIED_COMBINATIONS",
            "REPORT_FILES"]
 
 #: Files :func:`write_report` writes, by role.
@@ -35,12 +36,22 @@ def _label(name: str) -> str:
         return name
 
 
+#: The combinations :func:`scores_by_combination` fills from turn 0 when a live run lacks them (``fill_cf``).
+CARRIED_COMBINATIONS = ("CF", "CF-SNF")
+
+
 def scores_by_combination(
-    rows: Iterable[TurnRecord], max_turns: int = DEFAULT_MAX_TURNS, *, compensate_init: bool = True
+    rows: Iterable[TurnRecord], max_turns: int = DEFAULT_MAX_TURNS, *, compensate_init: bool = True,
+    exclude_init_solved: bool = False, fill_cf: bool = False,
 ) -> dict[str, Scores]:
     """Scores per combination (id part, e.g. ``CF-EF_full``), in the paper's order: static
     (ConvCodeBench) for rows that name a reference log, live otherwise. ``compensate_init``:
-    see :func:`~convcodeworld_gym.metrics.static_credit_turn`.
+    see :func:`~convcodeworld_gym.metrics.static_credit_turn`; ``exclude_init_solved``: see
+    :func:`~convcodeworld_gym.metrics.live_episode_scores`.
+
+    ``fill_cf``: a live run that did not play CF or CF SNF gets their columns from its turn-0 rows, as the
+    reference's ``print_results.py`` fills them (:func:`~.log_scores.carried_turn0_scores`; not when some turn-0
+    program does not compile, where the reference stops on its assertion).
 
     >>> rows = [TurnRecord("CF", "t/0", 0, "", "", "", "", "", True, False, 0.0, 0.0),
     ...         TurnRecord("CF", "t/0", 1, "", "", "", "", "", True, True, 1.0, 1.0)]
@@ -49,7 +60,15 @@ def scores_by_combination(
     ((0.0, 1.0, 1.0), 0.5)
     """
     rows = list(rows)
-    return {name: run_scores(rows, name, max_turns=max_turns, compensate_init=compensate_init) for name in combinations(rows)}
+    scores = {name: run_scores(rows, name, max_turns=max_turns, compensate_init=compensate_init,
+                               exclude_init_solved=exclude_init_solved) for name in combinations(rows)}
+    if fill_cf and not any(row.reference for row in rows):
+        missing = [name for name in CARRIED_COMBINATIONS if name not in scores]
+        carried = carried_turn0_scores(rows, max_turns) if missing else None
+        if carried is not None:
+            scores.update({name: carried for name in missing})
+            scores = {c.name: scores[c.name] for c in ALL_CONFIGS if c.name in scores}
+    return scores
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,7 @@ class Report:
         max_turns: last turn index of Table 1.
         policy: the policy's name; ``synthetic``: whether it is the SYNTHETIC coder.
         dataset: the task set's name; ``benchmark``: ``ConvCodeWorld`` or another id prefix.
+        filled: the combinations whose scores were filled from turn 0, not played (``fill_cf``).
     """
 
     scores: Mapping[str, Scores]
@@ -69,6 +89,7 @@ class Report:
     synthetic: bool = False
     dataset: str = ""
     benchmark: str = "ConvCodeWorld"
+    filled: tuple[str, ...] = ()
 
     @property
     def turns(self) -> range:
@@ -101,6 +122,13 @@ class Report:
         if left_out:  # no verdict: a run of theirs was lost to the infrastructure, also on its retry
             tasks += "; left out, a run lost to the infrastructure: " + ", ".join(
                 f"{_label(n)} {count}" for n, count in left_out.items())
+        excluded = {n: s.init_solved_excluded for n, s in self.scores.items() if s.init_solved_excluded}
+        if excluded:  # exclude_init_solved: as print_results prints it, (kept)/(all)
+            tasks += "; MRR and Recall without the tasks solved at turn 0: " + ", ".join(
+                f"{_label(n)} {s.n_tasks - count}/{s.n_tasks}" for n, count in excluded.items() for s in [self.scores[n]])
+        if self.filled:
+            tasks += ("; " + " and ".join(_label(n) for n in self.filled) + " not played: every turn is the turn-0 rate, "
+                      "as the reference fills them when every turn-0 program compiles (its model is then never called)")
         return f"{who} on {self.benchmark} ({self.dataset}, {tasks})"
 
     def captions(self) -> tuple[str, str]:
@@ -137,9 +165,12 @@ def _csv(header: list[str], rows: list[list[str]]) -> str:
     return buf.getvalue()
 
 
-def load_report(run_dir: str | os.PathLike[str], *, compensate_init: bool = True) -> Report:
+def load_report(
+    run_dir: str | os.PathLike[str], *, compensate_init: bool = True, exclude_init_solved: bool = False, fill_cf: bool = False
+) -> Report:
     """The report of a run directory (``turns.jsonl`` read through ``datasets``; ``metadata.json`` if present).
-    ``compensate_init``: static MRR credits the model's own turn-0 pass (the reference's default).
+    ``compensate_init``: static MRR credits the model's own turn-0 pass (the reference's default);
+    ``exclude_init_solved`` and ``fill_cf``: see :func:`scores_by_combination`.
 
     Raises:
         FileNotFoundError: the directory has no ``turns.jsonl`` (nothing was run there).
@@ -163,8 +194,12 @@ def load_report(run_dir: str | os.PathLike[str], *, compensate_init: bool = True
     if not rows:
         raise ValueError(f"{run_dir / TURNS_FILE} holds no finished episode yet")
     ids = config.get("ids") or ["ConvCodeWorld-"]
+    scores = scores_by_combination(rows, max_turns, compensate_init=compensate_init,
+                                   exclude_init_solved=exclude_init_solved, fill_cf=fill_cf)
+    played = set(combinations(rows))
     return Report(
-        scores=scores_by_combination(rows, max_turns, compensate_init=compensate_init),
+        scores=scores,
+        filled=tuple(name for name in scores if name not in played),
         max_turns=max_turns,
         policy=str(config.get("policy", {}).get("name", rows[0].policy)),
         synthetic=bool(meta.get("synthetic", False)),
@@ -218,11 +253,13 @@ def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
 
 
 def write_report(
-    run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, compensate_init: bool = True
+    run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, compensate_init: bool = True,
+    exclude_init_solved: bool = False, fill_cf: bool = False,
 ) -> tuple[Report, dict[str, Path]]:
     """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv`` and ``pass_at_turn.png``
-    into ``out_dir`` (default: the run directory). Returns the report and the paths by role."""
-    report = load_report(run_dir, compensate_init=compensate_init)
+    into ``out_dir`` (default: the run directory). Returns the report and the paths by role.
+    The keyword options are :func:`load_report`'s."""
+    report = load_report(run_dir, compensate_init=compensate_init, exclude_init_solved=exclude_init_solved, fill_cf=fill_cf)
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {role: out / name for role, name in REPORT_FILES.items()}
