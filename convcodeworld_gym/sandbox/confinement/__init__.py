@@ -13,10 +13,11 @@ Holds:
     hardening  which of seccomp and Landlock this machine enforces, and a run's way of applying them
     memory     keeping a warm worker cheap to fork (gc freeze, huge pages)
     cgroup     the worker's memory cgroup: how many processes the OOM killer ended in it
+    slot_cgroup  each slot's own cgroup: its runs' CPU and process bound, and ending all their processes at once
     sweep      ending what a run left under its uid where no PID namespace per run does (level ``uid``)
 
 Signalling our own children (:mod:`convcodeworld_gym.sandbox.reap`) stays beside the executors: the
 unconfined :class:`~convcodeworld_gym.sandbox.local.LocalExecutor` uses it too, and it confines nothing.
 """
 
-__all__ = ["confine", "seccomp", "landlock", "hardening", "memory", "cgroup", "sweep"]
+__all__ = ["confine", "seccomp", "landlock", "hardening", "memory", "cgroup", "slot_cgroup", "sweep"]
