@@ -243,6 +243,7 @@ class ContainerLauncher(Launcher):
         self._exec_env.update(environment)
         self._image_id = ""
         self._host_landlock = landlock_abi()
+        self._limits = {"cpus": cpus, "pids": pids}
 
     @property
     def switches_uid(self) -> bool:
@@ -281,6 +282,11 @@ class ContainerLauncher(Launcher):
 
     def details(self) -> dict[str, Any]:
         return {"image": self.image}
+
+    def slot_bound(self, name: str, cpus: float, pids: int) -> tuple[None, dict[str, Any]]:
+        """The slot's container bounds its runs (``cpus``, ``pids``: the container's ``--cpus`` and ``--pids-limit``,
+        not the pool's numbers); they cover the slot's worker too, and the worker ends a run by its uid's sweep."""
+        return None, {"kind": "container", **self._limits}
 
     def runtime(self) -> str:
         if not self._image_id:

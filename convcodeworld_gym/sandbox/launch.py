@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .confinement.slot_cgroup import DEFAULT_ROOT, CgroupTree, CgroupUnavailable, SlotCgroup, find_tree
 from .local import child_env, describe_exit
 from .messages import WorkerConfig
 from .needs import RuntimeProbe
@@ -109,6 +110,13 @@ class Launcher(abc.ABC):
         """Extra keys for every result's ``details`` (e.g. the image)."""
         return {}
 
+    def slot_bound(self, name: str, cpus: float, pids: int) -> tuple[SlotCgroup | None, dict[str, Any]]:
+        """What bounds the CPU and processes of one slot's runs as a whole: a cgroup made for the slot now (named
+        ``name``, at most ``cpus`` CPUs and ``pids`` tasks; the pool removes it with the slot) and its description,
+        or None and what bounds them instead (a container's limits) or why nothing does (``{"kind": "none",
+        "why": ...}``). Called once per slot, before its first worker starts. The default makes none."""
+        return None, {"kind": "none", "why": f"the {self.backend} launcher makes no cgroup for a slot"}
+
     def runtime(self) -> str:
         """What identifies the runtime beyond this interpreter (part of the result cache's fingerprint)."""
         return ""
@@ -166,11 +174,18 @@ class LocalLauncher(Launcher):
 
     Each is started from the spawner thread (see :mod:`.spawner`), in its own session, and dies
     with this process.
+
+    Each slot's runs get a cgroup of their own (:mod:`.confinement.slot_cgroup`) under ``cgroup_root``, the
+    mount point of the cgroup file systems (cgroup v2, or v1's ``cpu``, ``pids`` and ``freezer``), where that
+    can be written: as root, or in a v2 tree delegated to this user (point ``cgroup_root`` at it). ``None``
+    makes none. Where none can be made, results say why (``details["confinement"]["cpu_bound"]``).
     """
 
-    def __init__(self, python: str | None = None) -> None:
+    def __init__(self, python: str | None = None, cgroup_root: str | None = DEFAULT_ROOT) -> None:
         self.python = python or sys.executable
+        self.cgroup_root = cgroup_root
         self._probe: RuntimeProbe | None = None
+        self._tree: CgroupTree | CgroupUnavailable | None = None
 
     def probe(self) -> RuntimeProbe:
         if self._probe is None:
@@ -183,6 +198,23 @@ class LocalLauncher(Launcher):
 
     def readable(self) -> list[str]:
         return [PACKAGE_DIR, os.path.dirname(os.path.realpath(self.python))]  # the worker adds its interpreter's paths
+
+    def slot_bound(self, name: str, cpus: float, pids: int) -> tuple[SlotCgroup | None, dict[str, Any]]:
+        """The slot's own cgroup under ``cgroup_root`` (see the class), or why there is none."""
+        if self.cgroup_root is None:
+            return None, {"kind": "none", "why": "cgroups switched off (LocalLauncher(cgroup_root=None))"}
+        if self._tree is None:
+            try:
+                self._tree = find_tree(self.cgroup_root)
+            except CgroupUnavailable as exc:
+                self._tree = exc
+        try:
+            if isinstance(self._tree, CgroupUnavailable):
+                raise self._tree
+            slot = SlotCgroup.make(self._tree, name, cpus, pids)
+        except CgroupUnavailable as exc:
+            return None, {"kind": "none", "why": str(exc)}
+        return slot, slot.describe()
 
     def start(self, config: WorkerConfig) -> WorkerProcess:
         proc = spawn(  # from a thread that outlives the worker: it dies with its parent *thread*

@@ -86,9 +86,12 @@ class WorkerConfig(_Record):
         readable: paths, as the worker sees them, that runs must be able to read (the package, the interpreter).
         own_cgroup: True when the worker has a memory cgroup to itself (a container), so that an OOM kill
             counted there during a run is that run's.
+        cpu_bound: the slot's bound on its runs' CPU and processes: the slot's cgroup, made by the pool
+            (:meth:`.confinement.slot_cgroup.SlotCgroup.to_data`), which each run joins; or what bounds them instead
+            (``{"kind": "container", ...}``), or ``{"kind": "none", "why": ...}``.
 
     >>> WorkerConfig.from_wire(WorkerConfig(1, {"tmpfs_mb": 64}, ("numpy",)).to_wire())
-    WorkerConfig(uid=1, settings={'tmpfs_mb': 64}, preload=('numpy',), readable=(), own_cgroup=False)
+    WorkerConfig(uid=1, settings={'tmpfs_mb': 64}, preload=('numpy',), readable=(), own_cgroup=False, cpu_bound={})
     """
 
     uid: int
@@ -96,12 +99,13 @@ class WorkerConfig(_Record):
     preload: tuple[str, ...] = ()
     readable: tuple[str, ...] = ()
     own_cgroup: bool = False
+    cpu_bound: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_wire(cls, data: bytes | str) -> WorkerConfig:
         message = _loads(data)
         return cls(message["uid"], dict(message["settings"]), tuple(message.get("preload", ())),
-                   tuple(message["readable"]), bool(message.get("own_cgroup")))
+                   tuple(message["readable"]), bool(message.get("own_cgroup")), dict(message.get("cpu_bound") or {}))
 
 
 @dataclass(frozen=True)

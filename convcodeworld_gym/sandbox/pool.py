@@ -23,6 +23,7 @@ from ..errors import ExecutorError
 from ..tasks import TEST_CLASS, Task, imported_modules, third_party
 from .cache import ResultCache, result_key
 from .confinement.confine import Level, SandboxSettings
+from .confinement.slot_cgroup import SlotCgroup
 from .executor import Executor, Limits
 from .judge import judge_facts, judge_source
 from .judge_policy import Mode, calibration_modes, check_judge, flagged_constructs, refusal, run_mode
@@ -76,21 +77,35 @@ def _claim_uid(base: int) -> tuple[int, int]:
 
 class _Worker:
     """One worker slot: its worker is started on demand by the launcher and replaced when it dies.
-    Where the worker may switch uids, the slot's uid is its own on this machine."""
+    Where the worker may switch uids, the slot's uid is its own on this machine.
 
-    def __init__(self, slot: int, settings: SandboxSettings, preload: tuple[str, ...], launcher: Launcher) -> None:
+    The slot's runs are bounded as a whole (``run_cpus`` CPUs, ``settings.max_processes`` tasks) by what the
+    launcher gives the slot before its first worker starts (:meth:`.launch.Launcher.slot_bound`): a cgroup of its
+    own, kept across its workers (each stopped worker's leftovers in it are killed) and removed by :meth:`release`."""
+
+    def __init__(self, slot: int, settings: SandboxSettings, preload: tuple[str, ...], launcher: Launcher,
+                 run_cpus: float = 1.0) -> None:
         self.slot, self.settings, self.preload, self.launcher = slot, settings, preload, launcher
+        self.run_cpus = run_cpus
         self.proc: WorkerProcess | None = None
         self.confinement: dict[str, Any] = {}
         self._buffer = b""
         self._uid: tuple[int, int] | None = None
+        self._cgroup: SlotCgroup | None = None
+        self._bound: dict[str, Any] | None = None
 
     def start(self) -> dict[str, Any]:
         if self._uid is None and self.launcher.switches_uid:
             self._uid = _claim_uid(self.settings.base_uid)
         uid = self._uid[0] if self._uid else self.settings.base_uid
+        if self._bound is None:
+            # Named by the slot's uid where it holds one (no other executor on the machine uses it, so a cgroup of
+            # that name was left by an owner that died, and is taken over), else by this process and slot.
+            name = f"ccw-sandbox-uid{uid}" if self._uid else f"ccw-sandbox-pid{os.getpid()}-slot{self.slot}"
+            self._cgroup, self._bound = self.launcher.slot_bound(name, self.run_cpus, self.settings.max_processes)
         config = WorkerConfig(uid=uid, settings=asdict(self.settings), preload=tuple(self.preload),
-                              readable=tuple(self.launcher.readable()), own_cgroup=self.launcher.own_cgroup)
+                              readable=tuple(self.launcher.readable()), own_cgroup=self.launcher.own_cgroup,
+                              cpu_bound=self._cgroup.to_data() if self._cgroup is not None else self._bound)
         self.proc = self.launcher.start(config)
         try:
             reply = self._read(timeout=120.0)
@@ -141,10 +156,17 @@ class _Worker:
         self.proc.stop()
         self.proc = None
         self._buffer = b""
+        if self._cgroup is not None:  # what the worker's runs left (they die with it, but not at once)
+            self._cgroup.kill()
 
     def release(self) -> None:
-        """Stop the worker and give its uid back."""
+        """Stop the worker, remove the slot's cgroup and give its uid back."""
         self.stop()
+        if self._cgroup is not None:
+            if not self._cgroup.remove():
+                _log.warning("the sandbox slot's cgroup %s could not be removed", self._cgroup.describe()["cgroup"])
+            self._cgroup = None
+        self._bound = None
         if self._uid is not None:
             os.close(self._uid[1])
             self._uid = None
@@ -175,7 +197,11 @@ class SandboxExecutor(Executor):
     one process, where a program can forge its verdict) happens only on request: ``judge="inprocess"``,
     or ``allow_forgeable=True``, which judges in-process a task whose canonical solution fails
     split but passes that way. Every result says how it was judged: ``details["judge"]`` and
-    ``details["forgeable"]``. The calibrated mode and time limit are kept in ``profiles``.
+    ``details["forgeable"]``. The calibrated mode and time limit are kept in ``profiles``. Where the launcher can
+    give each slot a cgroup of its own (:meth:`.launch.Launcher.slot_bound`; as root), a slot's runs are held to
+    ``settings.run_cpus`` CPUs (default: the machine's CPUs divided by ``workers``, at least one) and
+    ``settings.max_processes`` tasks as a whole, and ended at once at a limit; ``details["confinement"]["cpu_bound"]``
+    says which bound holds.
     Identical (tests, program, runtime) runs are answered from ``cache``.
 
     A run the infrastructure lost is retried once, on a freshly started worker, with its full time limits
@@ -271,6 +297,8 @@ class SandboxExecutor(Executor):
             self.preload = tuple(m for m in HEAVY_MODULES if not probe.lacking_modules([m.split(".")[0]]))
         self.by_profile = preload is None  # else every run forks from a worker that preloads what was asked
         self._concurrency = n
+        # Each slot's runs may use this many CPUs at most where the slot has a cgroup (launch.Launcher.slot_bound).
+        self._run_cpus = self.settings.run_cpus or max(1.0, _available_cpus() / n)
         self._running = threading.BoundedSemaphore(n)  # at most n runs at once, whatever their profiles
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []  # every slot of every group; a slot's number is its index
@@ -491,7 +519,7 @@ class SandboxExecutor(Executor):
         with self._lock:
             if group.size >= self._concurrency:
                 return None
-            worker = _Worker(len(self._workers), self.settings, group.preload, self._launcher)
+            worker = _Worker(len(self._workers), self.settings, group.preload, self._launcher, self._run_cpus)
             self._workers.append(worker)
             group.size += 1
         return worker
@@ -609,6 +637,14 @@ class SandboxExecutor(Executor):
             limits_hit += ("memory_limit",)
         return ExecutionResult(tests=result.tests, executed=True, crash=result.crash, limits_hit=limits_hit,
                                wall_time_s=time.monotonic() - started, details=details)
+
+
+def _available_cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _why(result: ExecutionResult) -> str:

@@ -29,6 +29,7 @@ from ._runner import emit, run_suite
 from .confinement import confine, memory
 from .confinement.confine import Confinement, Level, SandboxSettings
 from .confinement.hardening import Hardening
+from .confinement.slot_cgroup import SlotCgroup
 from .executor import Limits
 from .judge import Channel, JudgeFacts, connect_program, judge_source, serve_program
 from .judge_policy import Mode
@@ -240,7 +241,8 @@ class SpareMaker:
     """Forks each run's confined child: what the worker established, bound once (see :func:`run_child`).
 
     ``readable``: what runs must see (those of its paths under ``/tmp`` are bound into each run's fresh
-    ``/tmp``); ``spawn``: the PID namespace per run, or None below level ``namespaces``.
+    ``/tmp``); ``spawn``: the PID namespace per run, or None below level ``namespaces``; ``cgroup``: the slot's
+    cgroup (:mod:`.confinement.slot_cgroup`), which each spare joins first thing after its fork, or None.
     """
 
     confinement: Confinement
@@ -248,6 +250,7 @@ class SpareMaker:
     spawn: confine.RunNamespaces | None
     settings: SandboxSettings
     readable: tuple[str, ...]
+    cgroup: SlotCgroup | None = None
 
     def make(self, counter: int, network: str, mode: Mode, prefault: memory.Prefault = memory.Prefault()
              ) -> tuple[SpareFacts, tuple[int, int, int]]:
@@ -275,6 +278,8 @@ class SpareMaker:
             raise
         if child == 0:  # nothing raised here may reach the caller's loop: the child reports and exits
             try:
+                if self.cgroup is not None:  # before anything of the run: its CPU and processes are bound from here on
+                    self.cgroup.join()
                 for fd in (read_fd, job_w, ready_r):
                     os.close(fd)
                 confine.set_parent_death_signal()  # a parent that died before this leaves job_w closed: it exits

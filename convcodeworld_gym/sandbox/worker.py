@@ -22,7 +22,10 @@ preload and never holds a job), and answers :class:`~.messages.Ready`. Then, per
    fail it; where the worker has a memory cgroup to itself, with the processes the
    OOM killer ended, :mod:`.confinement.cgroup`;
    ``stages``: seconds of the spare's fork and confinement, the imports and spare for this job, the
-   hand-off until the first test event, the tests, and the teardown of the worker's previous run);
+   hand-off until the first test event, the tests, and the teardown of the worker's previous run). Where the
+   slot has a cgroup of its own (:mod:`.confinement.slot_cgroup`; each spare joined it right after its fork), a
+   run stopped at a limit is ended by killing the whole cgroup at once, and the reply does not wait for the
+   processes' exits;
 4. then, off the critical path, has the zygote kill the run's whole PID namespace (by its pid 1, the
    zygote's own unreaped child) and reap it, and make the next spare (again after any new import, so
    spares start warm). At level ``uid`` (no PID namespace per run, e.g. in a container) it then sweeps
@@ -42,11 +45,12 @@ import signal
 import sys
 import time
 from dataclasses import replace
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .confinement import cgroup, confine, memory, sweep
 from .confinement.confine import Confinement, Level, SandboxSettings
 from .confinement.hardening import Hardening, harden
+from .confinement.slot_cgroup import SlotCgroup
 from .executor import Limits
 from .interpreter import SHIM_DIR, interpreter_paths, make_python_shims
 from .judge_policy import Mode
@@ -119,13 +123,14 @@ _SIGKILLED = describe_exit(-signal.SIGKILL)
 _OOM_NOTE = " by the kernel's out-of-memory killer (the run outgrew its container's memory limit)"
 
 
-def _run_on(spare: Spare, job: Job, oom: cgroup.OomCounter | None) -> RunReply:
+def _run_on(spare: Spare, job: Job, oom: cgroup.OomCounter | None, slot: SlotCgroup | None = None) -> RunReply:
     """Hand ``job`` to the spare's child and collect its events under the job's limits.
 
     With ``oom`` (the worker's own memory cgroup), processes the kernel's OOM killer ended during the
-    run are counted in the reply (``oom_kills``) and named in the run's "killed by SIGKILL" texts."""
+    run are counted in the reply (``oom_kills``) and named in the run's "killed by SIGKILL" texts. With ``slot``
+    (the slot's cgroup, which the run joined), a run stopped at a limit is ended by killing the whole cgroup."""
     oom_before = oom.count() if oom is not None else -1
-    reply = _collect(spare, job)
+    reply = _collect(spare, job, slot)
     killed = oom.count() - oom_before if oom is not None and oom_before >= 0 else 0
     if killed > 0:
         reply = replace(reply, oom_kills=killed, exit_desc=_oom_noted(reply.exit_desc),
@@ -141,8 +146,9 @@ def _oom_noted_event(event: Event) -> Event:
     return replace(event, tb=_oom_noted(event.tb)) if isinstance(event, (End, Crash, Violation)) else event
 
 
-def _collect(spare: Spare, job: Job) -> RunReply:
-    """Hand ``job`` to the spare's child and collect its events under the job's limits."""
+def _collect(spare: Spare, job: Job, slot: SlotCgroup | None = None) -> RunReply:
+    """Hand ``job`` to the spare's child and collect its events under the job's limits; a run stopped at a limit
+    is ended at once, by the slot's cgroup (``slot``: every process of it in one go) and by its PID namespace."""
     limits = Limits(**job.limits)
     started = time.monotonic()
     data = job.to_wire()
@@ -166,6 +172,16 @@ def _collect(spare: Spare, job: Job) -> RunReply:
         # The suite reported its end: the exit status tells nothing more, and tearing the run's PID
         # namespace down (processes as big as the warm worker) is left to _finish, after the reply.
         return RunReply(tuple(events), None, "ended", ended - started, stages)
+    if stop_reason is not None and slot is not None:
+        # Stopped at a limit: every process of the run is killed at once (frozen first, so none forks in between).
+        # None of them runs the program's code again; their exits (kernel work: a fork bomb's thousand processes
+        # take about a second, within the slot's own CPU bound) go on while the reply goes, and _finish reaps them
+        # before the slot's next run. A stopped run's exit status says nothing its stop reason does not.
+        killing = time.monotonic()
+        slot.kill()
+        done = time.monotonic()
+        return RunReply(tuple(events), stop_reason, "was killed at its limit", done - started,
+                        stages | {"kill_s": done - killing})
     exit_desc = describe_exit(os.waitstatus_to_exitcode(spare.reap()))
     return RunReply(tuple(events), stop_reason, exit_desc, time.monotonic() - started, stages)
 
@@ -221,6 +237,49 @@ def _not_started(exc: OSError) -> RunReply:
     return RunReply((Crash(f"SandboxError: {why}"),), None, "was not started", 0.0, lost=why)
 
 
+def _slot_cgroup(bound: dict[str, Any], confinement: Confinement) -> tuple[SlotCgroup | None, Confinement]:
+    """The slot's cgroup the pool made (``bound``, :class:`~.messages.WorkerConfig`), once a child of this worker
+    could join it (a forked child that joins and exits), and the confinement report with the bound that holds:
+    ``cpu_bound`` and the features ``cgroup_cpu``, ``cgroup_pids``, ``cgroup_kill``; or, where no cgroup holds the
+    runs, what bounds them instead or why none does (also in ``missing``)."""
+    slot = SlotCgroup.from_data(bound)
+    if slot is not None:
+        refused = _join_refused(slot)
+        if refused is None:
+            features = (*confinement.features, "cgroup_cpu", "cgroup_pids", "cgroup_kill")
+            return slot, replace(confinement, features=features, cpu_bound=slot.describe())
+        bound = {"kind": "none", "why": f"a run could not join the slot's cgroup {slot.describe()['cgroup']}: {refused}"}
+    bound = bound or {"kind": "none", "why": "the executor made no cgroup for this slot"}
+    missing = confinement.missing
+    if bound.get("kind") == "none":
+        missing = (*missing, f"cpu_bound: {bound.get('why', 'none')}; only each process's rlimits bound a run")
+    return None, replace(confinement, missing=missing, cpu_bound=dict(bound))
+
+
+def _join_refused(slot: SlotCgroup) -> str | None:
+    """Why a child of this worker could not join ``slot`` (it joins, reports and exits), or None when it could."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        why = b""
+        try:
+            slot.join()
+        except OSError as exc:
+            why = (exc.strerror or str(exc)).encode()[:500] or b"refused"
+        except BaseException:  # noqa: BLE001
+            why = b"refused"
+        os.write(write_fd, why)
+        os._exit(0)
+    os.close(write_fd)
+    try:
+        with os.fdopen(read_fd, "rb") as fh:
+            why = fh.read()
+    finally:
+        os.waitpid(pid, 0)
+    return why.decode(errors="replace") or None
+
+
 def main() -> None:
     config = WorkerConfig.from_wire(sys.argv[1])
     settings = SandboxSettings(**config.settings)
@@ -238,7 +297,8 @@ def main() -> None:
     if spawn is not None and (shims := make_python_shims(SHIM_DIR)):
         readable.append(shims)  # in the worker's private /tmp, bound read-only into each run's (PATH: child_env)
     oom = cgroup.find_oom_counter() if config.own_cgroup else None
-    maker = SpareMaker(confinement, hardening, spawn, settings, tuple(readable))
+    slot, confinement = _slot_cgroup(config.cpu_bound, confinement)
+    maker = SpareMaker(confinement, hardening, spawn, settings, tuple(readable), slot)
     zygote = Zygote.start(maker, config.preload, close=(inp.fileno(), out.fileno()))  # before any job is read
     out.write(Ready(confinement.as_dict()).to_wire() + b"\n")
     out.flush()
@@ -246,17 +306,18 @@ def main() -> None:
     # a memory limit covers the worker's cgroup, since a spare's copied pages would count against the runs'.
     prefault = confinement.level.at_least(Level.UID) and memory.can_raise_priority() and not config.own_cgroup
     try:
-        _serve(inp, out, zygote, confinement, oom, set(config.preload), prefault)
+        _serve(inp, out, zygote, confinement, oom, set(config.preload), prefault, slot)
     finally:
         zygote.close()
 
 
 def _serve(inp: BinaryIO, out: BinaryIO, zygote: Zygote, confinement: Confinement, oom: cgroup.OomCounter | None,
-           attempted: set[str], prefault: bool = False) -> None:
+           attempted: set[str], prefault: bool = False, slot: SlotCgroup | None = None) -> None:
     """Answer each job line on ``inp`` with one reply line on ``out``, until ``inp`` ends. With ``prefault``,
     spares copy the zygote's pages while they wait (:mod:`.confinement.memory`), and each gets this worker's
     priority back before its job; where that fails once, the job gets a spare that never lowered, and so do
-    all later ones."""
+    all later ones. With ``slot`` (the slot's cgroup, which each spare joins), a run stopped at a limit is
+    ended by killing the cgroup."""
     nice = os.getpriority(os.PRIO_PROCESS, 0)
     counter = 0
     spare: Spare | None = None
@@ -292,7 +353,7 @@ def _serve(inp: BinaryIO, out: BinaryIO, zygote: Zygote, confinement: Confinemen
                     reply = _not_started(exc)
             imported = time.monotonic() - imported
             if used is not None:
-                reply = _run_on(used, job, oom)
+                reply = _run_on(used, job, oom, slot)
                 reply = replace(reply, stages={**reply.stages, "import_s": imported, "previous_teardown_s": teardown_s})
         except Exception as exc:  # noqa: BLE001 - the worker itself failed: say so, stay alive; a started run ends below
             reply = WorkerFailed(f"{type(exc).__name__}: {exc}")

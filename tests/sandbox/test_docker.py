@@ -127,7 +127,8 @@ def test_canonical_solutions_match_local(docker_executor, humaneval) -> None:
 
 def test_confinement_is_reported_truthfully(docker_executor) -> None:
     conf = docker_executor.run(SQUARE, SQUARE.ground_truth).details["confinement"]
-    assert set(conf) == {"level", "uid", "features", "missing", "network"} and conf["network"] == "none"
+    assert set(conf) == {"level", "uid", "features", "missing", "network", "cpu_bound"} and conf["network"] == "none"
+    assert conf["cpu_bound"] == {"kind": "container", "cpus": 1.0, "pids": PIDS}, conf  # the container's --cpus, --pids-limit
     # root in the container drops each run to the slot's uid; no CAP_SYS_ADMIN, so no namespaces per run
     assert conf["level"] == "uid" and conf["uid"] >= 61000, conf
     assert {"non_root_uid", "rlimits", "not_dumpable", *CONTAINER_FEATURES} <= set(conf["features"]), conf

@@ -141,6 +141,9 @@ class SandboxSettings:
         max_processes: ``RLIMIT_NPROC`` for the slot uid, threads included (a fork bomb stops here). Room for
             the 256 threads of BigCodeBench/147's canonical solution next to the run's own processes.
         max_open_files: ``RLIMIT_NOFILE``.
+        run_cpus: the CPUs one run may use at most, where the slot gets a cgroup of its own (:mod:`.slot_cgroup`);
+            None: the machine's CPUs shared among the executor's workers, at least one. Its ``pids.max`` is
+            ``max_processes``.
     """
 
     base_uid: int = 61000
@@ -150,6 +153,7 @@ class SandboxSettings:
     file_size_mb: int = 256
     max_processes: int = 1024
     max_open_files: int = 1024
+    run_cpus: float | None = None
 
     def __post_init__(self) -> None:
         if self.base_uid <= 0:
@@ -157,19 +161,27 @@ class SandboxSettings:
         for name in ("tmpfs_mb", "tmpfs_inodes", "address_space_mb", "file_size_mb", "max_processes", "max_open_files"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxSettings.{name} must be > 0, got {getattr(self, name)}")
+        if self.run_cpus is not None and not self.run_cpus > 0:
+            raise ValueError(f"SandboxSettings.run_cpus must be > 0 (CPUs) or None, got {self.run_cpus}")
 
 
 @dataclass(frozen=True)
 class Confinement:
-    """What a worker achieved. ``as_dict()`` is what results report under ``details["confinement"]``."""
+    """What a worker achieved. ``as_dict()`` is what results report under ``details["confinement"]``.
+
+    ``cpu_bound``: what bounds a run's CPU and processes as a whole (:mod:`.slot_cgroup`): ``kind`` ``cgroup2`` or
+    ``cgroup1`` (the slot's own cgroup, with its ``cpus`` and ``pids``), ``container`` (the container's limits), or
+    ``none`` with ``why`` (then only each process's rlimits hold)."""
 
     level: Level
     uid: int
     features: tuple[str, ...] = ()
     missing: tuple[str, ...] = field(default=(), compare=False)
+    cpu_bound: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"level": self.level.value, "uid": self.uid, "features": list(self.features), "missing": list(self.missing)}
+        return {"level": self.level.value, "uid": self.uid, "features": list(self.features), "missing": list(self.missing),
+                "cpu_bound": dict(self.cpu_bound)}
 
 
 def _closed_ancestor(path: str) -> str | None:
