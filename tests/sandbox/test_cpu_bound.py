@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -26,7 +27,7 @@ import pytest
 
 from convcodeworld_gym import ConvCodeWorldEnv
 from convcodeworld_gym.sandbox import Limits, SandboxExecutor
-from convcodeworld_gym.sandbox.confinement.slot_cgroup import CgroupTree, CgroupUnavailable, find_tree
+from convcodeworld_gym.sandbox.confinement.slot_cgroup import CgroupTree, CgroupUnavailable, SlotCgroup, find_tree
 from convcodeworld_gym.tasks import Task
 from convcodeworld_gym.testing.cpu_hogs import CPU_HOGS
 
@@ -218,6 +219,71 @@ def test_the_bound_is_in_the_envs_info_and_no_cgroup_or_process_is_left_after_cl
     assert info["confinement"].get("cpu_bound", {}).get("kind") in ("cgroup1", "cgroup2"), info["confinement"]
     left = [d for d, inode in made.items() if os.path.exists(d) and os.stat(d).st_ino == inode]
     assert made and not left, f"no cgroup made, or left after close: {left or made}"
+
+
+def _v2_dir() -> str | None:
+    """A cgroup v2 tree this process may make cgroups in (the unified one of a hybrid layout, where it has no cpu or
+    pids controller: enough to join, kill and remove), or None."""
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        if os.path.exists(f"{root}/cgroup.controllers") and os.access(root, os.W_OK):
+            return root
+    return None
+
+
+def _ways_to_end() -> list[tuple[str, int, dict[str, str]]]:
+    """(how, version, parents): every way this machine's kernel offers to end a slot's processes."""
+    ways = []
+    try:
+        tree = find_tree()
+    except CgroupUnavailable:
+        tree = None
+    if tree is not None and tree.version == 1:
+        ways.append(("freezer", 1, tree.parents))
+        ways.append(("signals", 1, {k: v for k, v in tree.parents.items() if k != "freezer"}))
+    v2 = _v2_dir()
+    if v2 is not None:
+        ways += [("cgroup.kill", 2, {"": v2}), ("freezer", 2, {"": v2})]
+    return ways
+
+
+@pytest.mark.parametrize("how, version, parents", _ways_to_end(), ids=lambda v: str(v) if not isinstance(v, dict) else "")
+def test_each_way_to_end_a_slots_processes_ends_them_all_at_once(how, version, parents) -> None:
+    name = f"ccw-test-{os.getpid()}-{how.replace('.', '-')}"
+    dirs = {controller: os.path.join(parent, name) for controller, parent in parents.items()}
+    for directory in dirs.values():
+        os.mkdir(directory)
+    slot = SlotCgroup(version, dirs, 1.0, 64)
+    try:
+        assert slot.kill_method == how or how == "freezer" and version == 2
+        pid = os.fork()
+        if pid == 0:  # joins, then 20 spinning children in a session of their own: no process group reaches them all
+            try:
+                slot.join()
+                for _ in range(20):
+                    if os.fork() == 0:
+                        os.setsid()
+                        break
+                while True:
+                    pass
+            finally:
+                os._exit(1)
+        while len(slot_pids := _members(slot)) < 21:
+            time.sleep(0.01)
+        started = time.monotonic()
+        if how == "freezer" and version == 2:
+            slot._freeze_and_kill()  # noqa: SLF001 - v2's way where cgroup.kill is missing (kernels before 5.14)
+        else:
+            slot.kill()
+        assert slot.empty(5.0) and time.monotonic() - started < 2.0, _members(slot)
+        assert os.waitpid(pid, 0)[1] == signal.SIGKILL and len(slot_pids) == 21
+    finally:
+        assert slot.remove()
+    assert not any(os.path.exists(d) for d in dirs.values())
+
+
+def _members(slot: SlotCgroup) -> list[str]:
+    with open(os.path.join(next(iter(slot.dirs.values())), "cgroup.procs")) as fh:
+        return fh.read().split()
 
 
 def test_find_tree_prefers_v2_with_cpu_and_pids_and_says_what_each_lacks(tmp_path) -> None:
