@@ -25,10 +25,6 @@ Holds:
 
 from __future__ import annotations
 
-import atexit
-import functools
-import os
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,8 +32,9 @@ import gymnasium as gym
 
 from ..policies.prompts import feedback_sections
 from ..registration import LIVE_IDS
-from ..sandbox import Executor, SandboxExecutor
-from ..tasks import DatasetSpec, Task, TaskSet, load_tasks
+from ..sandbox import Executor
+from ..tasks import DatasetSpec, Task, load_tasks  # noqa: F401 - load_tasks: the doctests use it
+from .shared import shared_executor, task_set
 
 __all__ = ["ConvCodeWorldTools", "tool_rows", "TOOL_SYSTEM_PROMPT"]
 
@@ -152,31 +149,6 @@ class ConvCodeWorldTools:
         if self._env is None:
             kwargs = dict(self._env_kwargs)
             if self._dataset is not None:
-                kwargs["dataset"] = _task_set(self._dataset)
-            self._env = gym.make(self._env_id, executor=self._executor or _shared_executor(), **kwargs)
+                kwargs["dataset"] = task_set(self._dataset)
+            self._env = gym.make(self._env_id, executor=self._executor or shared_executor(), **kwargs)
         return self._env
-
-
-def _task_set(dataset: DatasetSpec) -> TaskSet:
-    """``dataset`` as a task set, loaded once per process when it is named by a string."""
-    return _load_named(dataset) if isinstance(dataset, str) else load_tasks(dataset)
-
-
-@functools.lru_cache(maxsize=8)
-def _load_named(dataset: str) -> TaskSet:
-    return load_tasks(dataset)
-
-
-_shared: dict[int, SandboxExecutor] = {}  # pid -> that process's executor (a forked child makes its own)
-_shared_lock = threading.Lock()
-
-
-def _shared_executor() -> SandboxExecutor:
-    """The sandbox executor all :class:`ConvCodeWorldTools` of this process share, made at first use and closed at
-    the process's exit."""
-    with _shared_lock:
-        executor = _shared.get(os.getpid())
-        if executor is None:
-            executor = _shared[os.getpid()] = SandboxExecutor()
-            atexit.register(executor.close)
-        return executor
