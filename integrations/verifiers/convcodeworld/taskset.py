@@ -1,0 +1,152 @@
+"""The ConvCodeWorld taskset: one verifiers task per task of the chosen set, on one of the 9 ids.
+
+A task's prompt is what the project's LLM policy asks at turn 0 (BigCodeBench's instruct prompt, under
+:data:`~convcodeworld_gym.policies.prompts.SYSTEM_PROMPT`); its data names the episode (:class:`EpisodeSpec`'s
+fields), so a trace alone says which id, task set and task it played. The reward is the env's, recorded by
+:class:`~convcodeworld.env.ConvCodeWorldLoop` as it steps the episode; ``Task.validate`` runs the canonical solution
+in this machine's sandbox (``vf-validate``'s gold check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import gymnasium as gym
+import verifiers.v1 as vf
+from pydantic import Field
+
+from convcodeworld_gym.combos import DEFAULT_MAX_TURNS
+from convcodeworld_gym.policies.prompts import SYSTEM_PROMPT, initial_prompt
+from convcodeworld_gym.training.shared import shared_executor, task_set
+
+from .episode import GYM_IDS, EpisodeSpec, canonical_passes
+
+__all__ = ["ConvCodeWorldConfig", "ConvCodeWorldTaskConfig", "ConvCodeWorldData", "ConvCodeWorldTask",
+           "ConvCodeWorldTaskset", "episode_steps", "TRACE_INFO_KEY"]
+
+#: Where a rollout keeps its episode on the trace: ``trace.info["convcodeworld"]`` (see :func:`episode_steps`).
+TRACE_INFO_KEY = "convcodeworld"
+
+GymId = Literal[GYM_IDS]  # type: ignore[valid-type] - the 9 ids, checked by pydantic
+
+
+class ConvCodeWorldTaskConfig(vf.TaskConfig):
+    """Machine knobs each task reads (``--env.taskset.task.*``; ``--taskset.task.*`` for ``vf-validate``)."""
+
+    runtime: str | None = None
+    """The interpreter the sandbox runs programs with: a Python executable, a venv dir, or ``bigcodebench`` once
+    ``convcodeworld runtime install bigcodebench`` has built it. None: the env's default (see docs/sandbox.md)."""
+
+
+class ConvCodeWorldConfig(vf.TasksetConfig):
+    """Which episodes the taskset holds (``--env.taskset.*``): the id, the task set and how much of it."""
+
+    gym_id: GymId = "ConvCodeWorld-CF-EF_full-v0"
+    """The feedback combination, as one of the 9 live ids (``ConvCodeWorld-CF-v0`` ... ``ConvCodeWorld-CF-EF_full-SEF-v0``)."""
+    dataset: str = "bigcodebench"
+    """``bigcodebench`` (``$CONVCODEWORLD_BIGCODEBENCH_PATH`` or the hub), ``humaneval``, or a task-file path."""
+    limit: int | None = Field(None, ge=1)
+    """At most this many tasks (the first ones of the set, as the env's ``limit=``)."""
+    task_ids: list[str] | None = None
+    """These tasks, by id, instead of the default set (the env's ``task_ids=``)."""
+    stdlib_only: bool = False
+    """Only tasks whose solution and tests need the standard library alone."""
+    max_turns: int = Field(DEFAULT_MAX_TURNS, ge=0)
+    """Feedback turns after turn 0 (the paper: 10, so at most 11 programs)."""
+    feedback_style: Literal["reference", "rich"] = "reference"
+    """The execution feedback's text: the one the paper's models saw, or the richer one (see the README)."""
+    task: ConvCodeWorldTaskConfig = ConvCodeWorldTaskConfig()
+
+
+class ConvCodeWorldData(vf.TaskData):
+    """One episode's wire data: the prompt (turn 0's user message) and what names the episode."""
+
+    task_id: str
+    gym_id: str
+    dataset: str
+    max_turns: int
+    feedback_style: str = "reference"
+
+
+def episode_steps(trace: vf.Trace) -> list[dict[str, Any]]:
+    """The steps a rollout recorded on ``trace`` (:func:`~convcodeworld.episode.step_record` each, in turn order);
+    empty when the model submitted no program."""
+    return list(trace.info.get(TRACE_INFO_KEY, {}).get("steps", []))
+
+
+class ConvCodeWorldTask(vf.Task[ConvCodeWorldData, vf.State, ConvCodeWorldTaskConfig]):
+    """One task of the set. Scoring reads the episode the environment played on the trace:
+
+    * reward ``env_reward``: the sum of the env's step rewards, i.e. 1.0 when a program passed every test within
+      the turns, else 0.0 (also when no program was submitted);
+    * metrics ``programs`` (programs judged) and ``pass_fraction`` (the last program's passed tests / all).
+
+    A rollout whose run the sandbox lost is failed instead (:class:`~convcodeworld.episode.InfraError`), so none
+    of these is recorded for it.
+    """
+
+    @property
+    def spec(self) -> EpisodeSpec:
+        """The episode this task names, on this machine's runtime (``config.runtime``)."""
+        data = self.data
+        return EpisodeSpec(data.gym_id, data.dataset, data.task_id, data.max_turns, data.feedback_style,
+                           self.config.runtime)
+
+    @property
+    def key(self) -> str:
+        """The id, the task set and the task: a task's identity across runs, whatever its position."""
+        return f"{self.data.gym_id}:{self.data.dataset}:{self.data.task_id}"
+
+    @vf.reward(weight=1.0)
+    async def env_reward(self, trace: vf.Trace) -> float:
+        """The episode's return: the sum of the env's rewards of the steps recorded on ``trace``."""
+        return float(sum(step["reward"] for step in episode_steps(trace)))
+
+    @vf.metric
+    async def programs(self, trace: vf.Trace) -> float:
+        """How many programs the env judged."""
+        return float(len(episode_steps(trace)))
+
+    @vf.metric
+    async def pass_fraction(self, trace: vf.Trace) -> float:
+        """The last judged program's share of passed tests (0.0 without a program)."""
+        steps = episode_steps(trace)
+        return steps[-1]["pass_fraction"] if steps else 0.0
+
+    async def validate(self, runtime: vf.Runtime) -> bool | None:
+        """Whether the task's canonical solution passes in this machine's sandbox and runtime (``runtime``, the
+        verifiers box, is not used: programs run in convcodeworld-gym's own sandbox on this host). Raises
+        :class:`~convcodeworld.episode.InfraError` when the sandbox lost the run: no verdict."""
+        return await canonical_passes(self.spec)
+
+
+class ConvCodeWorldTaskset(vf.Taskset[ConvCodeWorldTask, ConvCodeWorldConfig]):
+    """The tasks of ``config.dataset`` the env of ``config.gym_id`` plays: the same default set as ``gym.make``
+    (tasks this runtime cannot run, or only an in-process judge can judge, are left out, with a logged warning),
+    or ``config.task_ids``; then ``config.limit``."""
+
+    def load(self) -> Iterator[ConvCodeWorldTask]:
+        config = self.config
+        env = gym.make(config.gym_id, dataset=task_set(config.dataset), task_ids=config.task_ids, stdlib_only=config.stdlib_only,
+                       limit=config.limit, max_turns=config.max_turns, executor=shared_executor(config.task.runtime))
+        try:
+            tasks = list(env.unwrapped.tasks)
+        finally:
+            env.close()
+        for task in tasks:
+            yield ConvCodeWorldTask(
+                ConvCodeWorldData(
+                    id=task.task_id,
+                    name=task.task_id,
+                    prompt=initial_prompt(task.prompt),
+                    system_prompt=SYSTEM_PROMPT,
+                    task_id=task.task_id,
+                    gym_id=config.gym_id,
+                    dataset=config.dataset,
+                    max_turns=config.max_turns,
+                    feedback_style=config.feedback_style,
+                ),
+                config.task,
+            )
+
