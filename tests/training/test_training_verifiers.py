@@ -1,0 +1,223 @@
+"""The verifiers environment (integrations/verifiers, module ``convcodeworld``) through verifiers' own CLIs.
+
+``vf-validate`` and ``vf-eval`` run as subprocesses, the coder is the scripted OpenAI-compatible server on 127.0.0.1
+(a real socket, the chat API), and every program is judged by the confined sandbox; the env's rewards are checked
+against a replay of the same replies in a fresh gym env, here. Runs lost to the infrastructure come from the
+project's fake executor, with verifiers' eval runner in this process (see that test).
+
+These need the ``verifiers`` extra and the environment installed (Python >= 3.11):
+``pip install -e '.[verifiers]' -e integrations/verifiers``; CI runs them in a venv of their own (``.ci/run``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+INSTALL = "pip install -e '.[verifiers]' -e integrations/verifiers"
+pytest.importorskip("verifiers.v1", reason=f"the verifiers tests need the 'verifiers' extra: {INSTALL}")
+pytest.importorskip("convcodeworld", reason=f"the verifiers tests need the environment module 'convcodeworld': {INSTALL}")
+
+import convcodeworld_gym  # noqa: E402,F401 - registers the ids
+from convcodeworld_gym.policies.prompts import refinement_prompt  # noqa: E402
+from convcodeworld_gym.tasks import Task  # noqa: E402
+from convcodeworld_gym.testing import ScriptedOpenAIServer  # noqa: E402
+
+pytestmark = pytest.mark.verifiers
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+#: The simulated user must be the offline one here (no endpoint), in vf-eval as in the replay.
+SIMULATOR_VARS = ("CONVCODEWORLD_SIMULATOR_MODEL", "CONVCODEWORLD_SIMULATOR_BASE_URL", "CONVCODEWORLD_SIMULATOR_API_KEY")
+
+
+def _example():
+    """training/verifiers_rollouts.py, the example program: its vf-eval command, scripted coder and trace reader."""
+    spec = importlib.util.spec_from_file_location("verifiers_rollouts", ROOT / "training" / "verifiers_rollouts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+EXAMPLE = _example()
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in SIMULATOR_VARS}
+    env[EXAMPLE.API_KEY_VAR] = "scripted-key"
+    return env
+
+
+def _vf_eval(server: ScriptedOpenAIServer, out: Path, *, gym_id: str, limit: int, max_turns: int) -> list[dict]:
+    """Run vf-eval on the first ``limit`` HumanEval tasks against ``server``; the episodes it wrote, by task id."""
+    cmd = EXAMPLE.vf_eval_command(gym_id=gym_id, dataset="humaneval", limit=limit, max_turns=max_turns, model="scripted",
+                                  base_url=server.base_url, out=out, run_name="run")
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return sorted(EXAMPLE.read_episodes(out / "run"), key=lambda e: e["task"]["data"]["task_id"])
+
+
+def _vf_validate(dataset: str, limit: int, out: Path) -> tuple[dict, list[dict]]:
+    cmd = [str(BIN / "vf-validate"), "convcodeworld", "--taskset.dataset", dataset, "-n", str(limit),
+           "--runtime.type", "subprocess", "--no-rich", "-o", str(out), "--run.name", "validate"]
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    run = out / "validate"
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
+    return json.loads((run / "summary.json").read_text()), rows
+
+
+def test_vf_validate_runs_the_canonical_solutions_of_5_tasks(tmp_path):
+    summary, rows = _vf_validate("humaneval", 5, tmp_path)
+    assert summary["outcomes"]["valid"] == 5 and summary["valid_rate"] == 1.0, summary
+    assert summary["checks"]["gold"]["valid"] == 5, summary  # the canonical solution passes in the sandbox
+    assert summary["checks"]["noop"]["valid"] == 5, summary  # no program, no reward
+    assert sorted(row["name"] for row in rows) == [f"HumanEval/{i}" for i in range(5)]
+    assert all(row["noop"]["rewards"] == {"env_reward": 0.0} for row in rows), rows
+
+
+def test_vf_validate_says_invalid_when_a_canonical_solution_fails(tmp_path):
+    header = "import unittest\nclass TestCases(unittest.TestCase):\n    def test_one(self):\n"
+    records = [
+        {"task_id": "demo/ok", "instruct_prompt": "Return x + 1.", "code_prompt": "def task_func(x):\n",
+         "canonical_solution": "    return x + 1\n", "test": header + "        self.assertEqual(task_func(1), 2)\n",
+         "entry_point": "task_func"},
+        {"task_id": "demo/broken", "instruct_prompt": "Return x + 1.", "code_prompt": "def task_func(x):\n",
+         "canonical_solution": "    return x - 1\n", "test": header + "        self.assertEqual(task_func(1), 2)\n",
+         "entry_point": "task_func"},
+    ]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary, rows = _vf_validate(str(path), 2, tmp_path / "out")
+    gold = {row["name"]: row["gold"]["reason"] for row in rows}
+    assert gold == {"demo/ok": "valid", "demo/broken": "invalid"}, rows
+    assert summary["outcomes"]["invalid"] == 1, summary
+
+
+def _passes_at_turn_1(task: Task) -> bool:
+    return int(task.task_id.split("/")[1]) % 2 == 0  # HumanEval/0, 2, 4 pass after one feedback turn; 1, 3 never
+
+
+def _program(task: Task, turn: int) -> str:
+    return task.ground_truth if turn >= 1 and _passes_at_turn_1(task) else EXAMPLE.wrong_program(task)
+
+
+def _messages(trace: dict) -> list[tuple[str, str]]:
+    return [(node["message"]["role"], node["message"]["content"]) for node in trace["nodes"]]
+
+
+def test_vf_eval_of_5_tasks_records_the_envs_rewards_and_shows_its_feedback(tmp_path, humaneval, executor):
+    """One id with all three kinds of feedback; each episode replayed here, reply for reply, in a fresh env."""
+    gym_id, max_turns = "ConvCodeWorld-CF-EF_partial-SEF-v0", 1
+    tasks = humaneval.subset(limit=5)
+    with ScriptedOpenAIServer(EXAMPLE.scripted_coder(tasks, _program)) as server:
+        episodes = _vf_eval(server, tmp_path, gym_id=gym_id, limit=5, max_turns=max_turns)
+    assert [e["task"]["data"]["task_id"] for e in episodes] == [t.task_id for t in tasks]
+
+    replay = gym.make(gym_id, dataset=humaneval, executor=executor, max_turns=max_turns)
+    for episode, task in zip(episodes, tasks):
+        assert episode["ok"] and not episode["errors"], episode["errors"]
+        (trace,) = episode["traces"]
+        recorded = trace["info"]["convcodeworld"]
+        assert (recorded["gym_id"], recorded["task_id"]) == (gym_id, task.task_id)
+
+        obs, _ = replay.reset(options={"task_id": task.task_id})
+        rewards, prompts = [], []
+        for turn in range(max_turns + 1):
+            obs, reward, terminated, truncated, info = replay.step(EXAMPLE.fenced(_program(task, turn)))
+            rewards.append(reward)
+            if terminated or truncated:
+                break
+            prompts.append(refinement_prompt(obs))  # what the id shows the coder after this program
+        expected = 1.0 if _passes_at_turn_1(task) else 0.0
+        assert sum(rewards) == expected
+
+        # The rewards the rollout recorded are the env's, step by step and in sum.
+        assert [step["reward"] for step in recorded["steps"]] == rewards, (task.task_id, recorded["steps"])
+        assert trace["rewards"]["env_reward"]["score"] == sum(rewards) == expected, (task.task_id, trace["rewards"])
+        assert trace["metrics"]["programs"] == len(rewards)
+        # The conversation: the task, then each program and the feedback the env showed on it.
+        roles = [role for role, _ in _messages(trace)]
+        assert roles == ["system", "user"] + ["assistant", "user"] * len(prompts) + ["assistant"], roles
+        feedback = [text for role, text in _messages(trace)[3::2]]
+        assert feedback == prompts, task.task_id
+        replies = [text for role, text in _messages(trace) if role == "assistant"]
+        assert replies == [EXAMPLE.fenced(_program(task, turn)) for turn in range(len(rewards))]
+        assert all("Execution feedback" in text and "User feedback" in text for text in prompts)
+    replay.close()
+
+
+def _losing(times: int):
+    """A ``FakeExecutor(lost=...)`` rule: the first ``times`` runs are lost (each, as the sandbox reports a run lost
+    also on its own retry: its worker killed twice)."""
+    left = [times]
+
+    def lost(task: Task, program: str) -> str | None:
+        if left[0] > 0:
+            left[0] -= 1
+            return "the sandbox worker was killed by signal SIGKILL; the worker was replaced"
+        return None
+
+    return lost
+
+
+@pytest.mark.parametrize(("lost_runs", "ok", "reward"), [(1, True, 1.0), (2, False, None)],
+                         ids=["lost-once-played-again", "lost-twice-no-reward"])
+def test_a_run_the_sandbox_lost_is_never_scored_0(tmp_path, humaneval, monkeypatch, lost_runs, ok, reward):
+    """The coder answers the canonical solution; its run is lost (``info["infra_error"]``). The rollout fails with
+    InfraError instead of recording a 0, and the episode is played again once: its replay scores 1.0, or, lost
+    again, the episode stays failed with no reward at all.
+
+    verifiers' own eval runner runs in this process (what ``vf-eval`` runs, with the same config) so that the
+    process's shared executor can be the fake that loses runs (:class:`FakeExecutor`, as the project's other
+    infra-loss tests above the sandbox; ``tests/sandbox/test_infra_loss.py`` proves the sandbox side with real kills).
+    """
+    import asyncio
+
+    from verifiers.v1.cli.eval.runner import run_eval
+    from verifiers.v1.configs.cli.eval import EvalConfig
+
+    from convcodeworld_gym.testing import FakeExecutor
+    from convcodeworld_gym.training import shared
+
+    fake = FakeExecutor(lost=_losing(lost_runs))
+    monkeypatch.setitem(shared._shared, (os.getpid(), None), fake)  # the process's shared executor, for runtime None
+    monkeypatch.setenv(EXAMPLE.API_KEY_VAR, "scripted-key")
+    task = humaneval[0]
+    with ScriptedOpenAIServer(EXAMPLE.scripted_coder([task], lambda t, turn: t.ground_truth)) as server:
+        config = EvalConfig.model_validate({
+            "env": {"taskset": {"id": "convcodeworld", "dataset": "humaneval", "limit": 1, "max_turns": 1}},
+            "model": "scripted", "client": {"base_url": server.base_url, "api_key_var": EXAMPLE.API_KEY_VAR},
+            "push": False, "rich": None, "output_dir": str(tmp_path), "run": {"name": "run"},
+        })
+        (episode,) = asyncio.run(run_eval(config))
+    assert episode.ok is ok, episode.errors
+    assert {error.type for error in episode.errors} == {"InfraError"}, episode.errors  # each lost attempt says why
+    (trace,) = episode.traces  # the last attempt's
+    if reward is None:
+        assert not trace.ok and trace.stop_condition == "infra_error", trace.stop_condition
+        assert "env_reward" not in trace.rewards, trace.rewards  # no reward at all, not 0.0
+        assert trace.info["convcodeworld"]["steps"] == []  # the lost step is not recorded as a verdict
+    else:
+        assert trace.ok and trace.rewards["env_reward"].score == reward
+        assert [step["reward"] for step in trace.info["convcodeworld"]["steps"]] == [reward]
+    assert len(fake.calls) == 2, fake.calls  # the lost run, then the replay's (lost again or not)
+    # What vf-eval writes is what the runner returned.
+    (written,) = EXAMPLE.read_episodes(tmp_path / "run")
+    assert written["ok"] is ok and (written["traces"][0]["rewards"].get("env_reward") or {}).get("score") == reward
+
+
+def test_the_example_programs_smoke_run(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "training" / "verifiers_rollouts.py"), "--smoke", "--out", str(tmp_path)],
+                          env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = json.loads((tmp_path / "convcodeworld-summary.json").read_text())
+    assert (summary["completed"], summary["failed"], summary["mean_env_reward"]) == (5, 0, 1.0), summary
+    assert all(row["step_rewards"] == [0.0, 1.0] for row in summary["episodes"]), summary
+    assert "mean env_reward over 5 completed episodes: 1.0" in done.stdout

@@ -1,0 +1,198 @@
+"""ConvCodeWorld through verifiers: rollouts of one id with ``vf-eval convcodeworld``, their rewards read back.
+
+The verifiers environment (``integrations/verifiers``, module ``convcodeworld``) plays each task as one episode: the
+model writes a program, the env judges it in the sandbox, the feedback the id shows comes back as a user turn, until
+a program passes or the turns run out; the env's reward is recorded on each trace (``rewards.env_reward``). This
+program runs ``vf-eval`` (verifiers' own CLI, as a subprocess) and summarises the traces it wrote: the rollouts a
+verifiers trainer (prime-rl) learns from, with the same environment id.
+
+Install (a Python >= 3.11 venv; verifiers pins openai < 3, so keep it apart from the main venv if you need openai 3):
+
+    pip install -e '.[verifiers]' -e integrations/verifiers
+
+Smoke run (CPU, no model, no network): a scripted OpenAI-compatible server on 127.0.0.1 plays the coder: a wrong
+program at turn 0, the task's canonical solution at turn 1, so every episode's reward is 1.0 after one feedback turn:
+
+    python training/verifiers_rollouts.py --smoke
+
+A real model on a GPU, served by vLLM (any OpenAI-compatible endpoint works the same way):
+
+    vllm serve Qwen/Qwen2.5-Coder-7B-Instruct --port 8000 &
+    OPENAI_API_KEY=EMPTY python training/verifiers_rollouts.py --model Qwen/Qwen2.5-Coder-7B-Instruct \\
+        --base-url http://localhost:8000/v1 --gym-id ConvCodeWorld-CF-EF_full-SNF-v0 --dataset bigcodebench \\
+        --limit 200 --max-turns 10 --max-concurrent 32 --out runs/verifiers
+
+which runs (and prints) ``vf-eval convcodeworld --env.taskset.gym-id ... -m MODEL --client.base-url URL ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["vf_eval_command", "read_episodes", "scripted_coder", "fenced", "wrong_then_canonical", "wrong_program", "summarise",
+           "build_parser", "main"]
+
+#: The environment variable vf-eval reads the endpoint's key from (``--client.api-key-var``).
+API_KEY_VAR = "OPENAI_API_KEY"
+
+
+def vf_eval_command(*, gym_id: str, dataset: str, limit: int, max_turns: int, model: str, base_url: str, out: Path,
+                    run_name: str, api_key_var: str = API_KEY_VAR, max_concurrent: int = 32,
+                    extra: Sequence[str] = ()) -> list[str]:
+    """The ``vf-eval`` command line of one run: ``limit`` tasks of ``dataset`` on ``gym_id``, each one episode of at
+    most ``max_turns`` feedback turns, the coder ``model`` behind ``base_url`` (its key in ``$api_key_var``),
+    traces in ``out/run_name/traces.jsonl``; no upload, no dashboard. ``vf-eval`` is the console script beside this
+    interpreter (else the one on ``PATH``).
+
+    >>> cmd = vf_eval_command(gym_id="ConvCodeWorld-CF-v0", dataset="humaneval", limit=5, max_turns=1, model="m",
+    ...                       base_url="http://127.0.0.1:1/v1", out=Path("o"), run_name="r")
+    >>> cmd[1:3], cmd[cmd.index("--env.taskset.limit") + 1]
+    (['convcodeworld', '--env.taskset.gym-id'], '5')
+    """
+    beside = Path(sys.executable).with_name("vf-eval")
+    vf_eval = str(beside) if beside.exists() else (shutil.which("vf-eval") or "vf-eval")
+    return [
+        vf_eval, "convcodeworld",
+        "--env.taskset.gym-id", gym_id,
+        "--env.taskset.dataset", dataset,
+        "--env.taskset.limit", str(limit),
+        "--env.taskset.max-turns", str(max_turns),
+        "-m", model,
+        "--client.base-url", base_url,
+        "--client.api-key-var", api_key_var,
+        "--max-concurrent", str(max_concurrent),
+        "--no-push", "--no-rich",
+        "-o", str(out), "--run.name", run_name, "--clean",
+        *extra,
+    ]
+
+
+def read_episodes(run_dir: Path) -> list[dict[str, Any]]:
+    """The episodes ``vf-eval`` wrote to ``run_dir/traces.jsonl`` (one JSON object each: ``ok``, ``errors``, ``task``
+    and ``traces``, the coder's trace first), in the order they finished."""
+    with open(run_dir / "traces.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def wrong_program(task: Any) -> str:
+    """A program that compiles and fails every test of ``task``: its signature, raising NotImplementedError."""
+    return task.code_prompt.rstrip() + "\n    raise NotImplementedError\n"
+
+
+def wrong_then_canonical(task: Any, turn: int) -> str:
+    """The smoke coder's program at ``turn``: :func:`wrong_program` at turn 0, the canonical solution after."""
+    return wrong_program(task) if turn == 0 else task.ground_truth
+
+
+def fenced(program: str) -> str:
+    """The scripted coder's reply carrying ``program``: the program in one ```python block."""
+    return f"```python\n{program.rstrip()}\n```"
+
+
+def scripted_coder(tasks: Sequence[Any], program: Callable[[Any, int], str]) -> Callable[[dict[str, Any]], str]:
+    """A script for :class:`~convcodeworld_gym.testing.ScriptedOpenAIServer` that plays the coder of every episode
+    at once: a request's task is the one whose turn-0 prompt is its first user message, its turn the number of
+    assistant messages before it; the answer is ``fenced(program(task, turn))``.
+
+    Raises:
+        KeyError: a request whose first user message is no task's turn-0 prompt.
+    """
+    from convcodeworld_gym.policies.prompts import initial_prompt
+
+    by_prompt = {initial_prompt(task.prompt): task for task in tasks}
+
+    def answer(body: dict[str, Any]) -> str:
+        messages = body["messages"]
+        first = next(m["content"] for m in messages if m["role"] == "user")
+        task = by_prompt[first]
+        turn = sum(m["role"] == "assistant" for m in messages)
+        return fenced(program(task, turn))
+
+    return answer
+
+
+def summarise(episodes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per task: whether the episode completed (``ok``), the env's reward recorded on its trace (None when the rollout
+    failed: no reward), and the env's reward of each step; and the mean reward over the completed episodes."""
+    rows = []
+    for episode in episodes:
+        trace = episode["traces"][0] if episode["traces"] else {}
+        reward = (trace.get("rewards") or {}).get("env_reward")
+        steps = (trace.get("info") or {}).get("convcodeworld", {}).get("steps", [])
+        rows.append({
+            "task_id": episode["task"]["data"]["task_id"],
+            "ok": bool(episode["ok"]),
+            "env_reward": reward["score"] if reward else None,
+            "step_rewards": [step["reward"] for step in steps],
+            "errors": [error["type"] for error in episode["errors"]],
+        })
+    scored = [row["env_reward"] for row in rows if row["ok"] and row["env_reward"] is not None]
+    return {"episodes": rows, "completed": len(scored), "failed": len(rows) - len(scored),
+            "mean_env_reward": sum(scored) / len(scored) if scored else None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true",
+                   help="CPU, no model: a scripted server plays wrong-then-canonical on 5 HumanEval tasks, 1 feedback turn")
+    p.add_argument("--gym-id", default="ConvCodeWorld-CF-EF_full-v0", help="one of the 9 ConvCodeWorld-*-v0 ids")
+    p.add_argument("--dataset", default="bigcodebench", help="bigcodebench, humaneval or a task-file path")
+    p.add_argument("--limit", type=int, default=100, help="tasks (the first ones of the set)")
+    p.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0")
+    p.add_argument("--model", default=None, help="the model's name at the endpoint")
+    p.add_argument("--base-url", default=None, help="the OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    p.add_argument("--max-concurrent", type=int, default=32, help="episodes in flight at once")
+    p.add_argument("--out", default="runs/verifiers", help="vf-eval's output directory; the summary goes beside it")
+    p.add_argument("--run-name", default="convcodeworld", help="the run's directory under --out")
+    return p
+
+
+def _run(cmd: list[str], env: dict[str, str], log: Path) -> None:
+    """Run ``cmd`` (vf-eval), its log on this console, the traces it prints (JSON) into ``log``."""
+    print("$", " ".join(cmd), flush=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w", encoding="utf-8") as fh:
+        subprocess.run(cmd, env=env, check=True, stdout=fh)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = Path(args.out)
+    if args.smoke:
+        from convcodeworld_gym.tasks import load_tasks
+        from convcodeworld_gym.testing import ScriptedOpenAIServer
+
+        args.dataset, args.limit, args.max_turns = "humaneval", 5, 1
+        tasks = load_tasks(args.dataset).subset(limit=args.limit)
+        with ScriptedOpenAIServer(scripted_coder(tasks, wrong_then_canonical)) as server:
+            cmd = vf_eval_command(gym_id=args.gym_id, dataset=args.dataset, limit=args.limit, max_turns=args.max_turns,
+                                  model="scripted", base_url=server.base_url, out=out, run_name=args.run_name)
+            _run(cmd, {**os.environ, API_KEY_VAR: "scripted"}, out / f"{args.run_name}-traces.log")
+    else:
+        if not args.model or not args.base_url:
+            raise SystemExit("pass --model and --base-url (the endpoint serving it), or --smoke")
+        cmd = vf_eval_command(gym_id=args.gym_id, dataset=args.dataset, limit=args.limit, max_turns=args.max_turns,
+                              model=args.model, base_url=args.base_url, out=out, run_name=args.run_name,
+                              max_concurrent=args.max_concurrent)
+        _run(cmd, {API_KEY_VAR: "EMPTY", **os.environ}, out / f"{args.run_name}-traces.log")
+    summary = summarise(read_episodes(out / args.run_name))
+    path = out / f"{args.run_name}-summary.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    for row in summary["episodes"]:
+        print(f"{row['task_id']:>24}  ok={row['ok']!s:5}  env_reward={row['env_reward']}  steps={row['step_rewards']}"
+              + (f"  errors={row['errors']}" if row["errors"] else ""))
+    print(f"mean env_reward over {summary['completed']} completed episodes: {summary['mean_env_reward']} "
+          f"({summary['failed']} failed); summary: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
