@@ -16,7 +16,7 @@ import verifiers.v1 as vf
 
 from convcodeworld_gym.policies.prompts import refinement_prompt
 
-from .episode import areset, astep, make_env, raise_if_lost, step_record
+from .episode import make_env, raise_if_lost, step_record
 from .taskset import TRACE_INFO_KEY, ConvCodeWorldTask
 
 __all__ = ["ConvCodeWorldLoop", "ConvCodeWorldLoopConfig"]
@@ -34,7 +34,8 @@ class ConvCodeWorldLoopConfig(vf.EnvConfig):
 
 
 class ConvCodeWorldLoop(vf.Env[ConvCodeWorldLoopConfig]):
-    """``run`` plays one episode: model turn, env step, feedback turn, until the episode ends.
+    """``run`` plays one episode: model turn, ``await env.astep(reply)`` (the sandbox run and the simulated user are
+    awaited, never run on the event loop), feedback turn, until the episode ends.
 
     Recorded on the coder's trace: ``trace.info["convcodeworld"]`` holds the id, the task and one
     :func:`~convcodeworld.episode.step_record` per step (the env's reward among them), from which the task scores
@@ -47,13 +48,13 @@ class ConvCodeWorldLoop(vf.Env[ConvCodeWorldLoopConfig]):
         spec = task.spec
         env = await asyncio.to_thread(make_env, spec)
         try:
-            obs, _ = await areset(env, spec.task_id)
+            obs, _ = await env.areset(options={"task_id": spec.task_id})
             async with agents.coder.interaction(task) as interaction:
                 episode = {"gym_id": spec.gym_id, "dataset": spec.dataset, "task_id": spec.task_id, "steps": []}
                 interaction.trace.info[TRACE_INFO_KEY] = episode
                 segment = await interaction.turn()
                 while not segment.terminated:
-                    obs, reward, terminated, truncated, info = await astep(env, segment.last_reply)
+                    obs, reward, terminated, truncated, info = await env.astep(segment.last_reply)
                     raise_if_lost(spec.task_id, info)
                     episode["steps"].append(step_record(reward, terminated, truncated, info))
                     if terminated or truncated:

@@ -1,12 +1,11 @@
 """What the verifiers environment needs of convcodeworld-gym, in one place: the gym env of one task (on the sandbox
-executor the process's episodes share), the awaited reset and step, a lost run as a verifiers error, and the record
-of one step.
+executor the process's episodes share; its ``areset`` / ``astep`` are awaited, so no sandbox run blocks the event
+loop), a lost run as a verifiers error, and the record of one step.
 
 Holds:
     GYM_IDS          the 9 live ids a taskset may pick
     EpisodeSpec      what names one episode: id, task set, task, turns, feedback style, runtime
     make_env         the gym env of one task (blocking; call it in a thread from async code)
-    areset, astep    the env's ``areset`` / ``astep`` where it has them, else ``reset`` / ``step`` in a thread
     InfraError       a run the sandbox lost twice, as verifiers' SandboxError (no reward is recorded)
     raise_if_lost    raise InfraError for a step that is no verdict
     step_record      what a rollout records of one step (JSON)
@@ -26,13 +25,11 @@ import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym.registration import LIVE_IDS
 from convcodeworld_gym.training.shared import shared_executor, task_set
 
-__all__ = ["GYM_IDS", "EpisodeSpec", "StepResult", "make_env", "areset", "astep", "step_record",
+__all__ = ["GYM_IDS", "EpisodeSpec", "make_env", "step_record",
            "canonical_passes", "InfraError", "raise_if_lost"]
 
 #: The ids a taskset may pick: ``ConvCodeWorld-<combination>-v0`` for the 9 feedback combinations.
 GYM_IDS: tuple[str, ...] = LIVE_IDS
-
-StepResult = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
 
 class InfraError(vf.SandboxError):
@@ -68,28 +65,11 @@ class EpisodeSpec:
 def make_env(spec: EpisodeSpec) -> gym.Env:
     """The gym env of ``spec``'s id on its one task, judged by the process's shared sandbox executor for
     ``spec.runtime`` (:func:`~convcodeworld_gym.training.shared.shared_executor`: its warm workers and result cache
-    serve every rollout, and at most its ``workers`` programs run at once). Blocking (the first call loads the task
-    set; each probes the runtime): call it through ``asyncio.to_thread`` from a coroutine. Close it after."""
+    serve every rollout, and at most its ``workers`` programs run at once). ``gym.make`` returns the env itself, whose
+    ``areset`` / ``astep`` are awaitable. Blocking (the first call loads the task set; each probes the runtime): call
+    it through ``asyncio.to_thread`` from a coroutine. Close it after."""
     return gym.make(spec.gym_id, dataset=task_set(spec.dataset), task_ids=[spec.task_id], max_turns=spec.max_turns,
                     feedback_style=spec.feedback_style, executor=shared_executor(spec.runtime))
-
-
-async def areset(env: gym.Env, task_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``env.reset(options={"task_id": task_id})``, awaited: the env's own ``areset`` where it has one (issue 29's
-    async path), else the blocking ``reset`` in a worker thread. Same result either way."""
-    method = getattr(env, "areset", None)
-    if method is not None:
-        return await method(options={"task_id": task_id})
-    return await asyncio.to_thread(env.reset, options={"task_id": task_id})
-
-
-async def astep(env: gym.Env, reply: str) -> StepResult:
-    """``env.step(reply)``, awaited: the env's own ``astep`` where it has one, else the blocking ``step`` in a
-    worker thread, so the event loop never waits on a sandbox run. Same result either way."""
-    method = getattr(env, "astep", None)
-    if method is not None:
-        return await method(reply)
-    return await asyncio.to_thread(env.step, reply)
 
 
 def raise_if_lost(task_id: str, info: dict[str, Any]) -> None:
@@ -130,8 +110,8 @@ async def canonical_passes(spec: EpisodeSpec) -> bool:
     """
     env = await asyncio.to_thread(make_env, spec)
     try:
-        await areset(env, spec.task_id)
-        _, reward, _, _, info = await astep(env, env.unwrapped.task.ground_truth)
+        await env.areset(options={"task_id": spec.task_id})
+        _, reward, _, _, info = await env.astep(env.unwrapped.task.ground_truth)
     finally:
         await asyncio.to_thread(env.close)
     raise_if_lost(spec.task_id, info)
