@@ -15,6 +15,7 @@ from .execution import (
     failing_tests,
     shows_failure,
     trim_feedback,
+    visible_tests,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "shows_failure",
     "failing_tests",
     "trim_feedback",
+    "visible_tests",
 ]

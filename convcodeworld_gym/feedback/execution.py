@@ -1,38 +1,51 @@
 """Execution feedback (EF): the text a model sees about its failing tests.
 
-Format, as in the reference: for every failing test, its method name upper-cased
-(``TEST_CASE_1``) on one line and its traceback below, each block ending in a newline and
-the blocks joined by newlines; ``Passed all test runs`` when nothing (shown) failed. Blocks
-come in the reference's order: assertion failures first, then errors, each in unittest's
-run order (alphabetical). A failure outside the tests is the block ``ALL``.
-
-Partial coverage shows only the first 3 *test methods* of ``TestCases`` in source order.
-The reference took the first 3 function names, ``setUp`` and helpers included, and showed
-"Passed all test runs" for timeouts and crashes; here timeouts and crashes are reported.
+Format, as in the reference: one block per entry of unittest's ``failures`` and ``errors`` lists, its name
+upper-cased (``TEST_CASE_1``; a subtest's with its parameters, ``TEST_A (X=1)``) on one line and its traceback
+below, each block ending in a newline and the blocks joined by newlines; ``Passed all test runs`` when nothing
+(shown) failed. Blocks come in the reference's order (its eval: ``failures + errors``, bigcodebench/eval/__init__.py
+in its fork): every failure first, then every error, each in unittest's run order (alphabetical). A failure outside
+the tests is the block ``ALL``.
 
 Texts of 8000 characters or more are cut to a few lines from the front (2000 characters
 at most) and the back (4000 at most), with ``...`` between, as the reference does.
 
-Two styles of the same facts (``FEEDBACK_STYLES``):
+Three styles of the same run (``FEEDBACK_STYLES``):
 
-* ``"reference"`` (default): the text the reference's model saw. The program and the tests
-  ran as module ``__test__``, which exists nowhere on disk, so frames of ``__test__.py``
-  show no source lines (library frames keep theirs); a crash outside the tests is ``ALL``
-  and ``str(exception)`` alone; a run stopped by a time limit (per test or per suite: the
-  reference had one timer for the suite) gives an empty text; code
-  that does not compile gets ``ALL`` and its SyntaxError's text, as the reference's run of
-  it reported (``expected ':' (__test__.py, line 3)``).
-* ``"rich"``: source lines in every frame, the whole traceback of a crash, a block per test
-  stopped by a time limit; no EF for code that does not compile (CF says it all)."""
+* ``"reference"`` (default): the text the reference's model saw (pot.py ``get_execution_feedback``, 449-494, on its
+  fork's eval). The program and the tests ran as module ``__test__``, which exists nowhere on disk, so frames of
+  ``__test__.py`` show no source lines (library frames keep theirs); a crash outside the tests is ``ALL`` and
+  ``str(exception)`` alone. Blocks are keyed as the reference's ``details`` were: ``test.id().split(".")[-1]``, a
+  later entry of the same key replacing the earlier's text in its place. Its suite timer raised ``TimeoutException``
+  in the test that was running and the suite went on, so a test stopped by a time limit is a block ending in
+  ``TimeoutException: Timed out!`` among the others, the tests after it run apart (``rest``); a second stop, or
+  one outside any test, left no details: an empty text. Partial coverage keeps the blocks whose key is one of
+  the first 3 *function names* of the test source (:func:`reference_partial_names`: ``setUp`` and helpers
+  included), so an ``ALL`` block, a stopped suite and subtest blocks leave ``Passed all test runs`` there. Code
+  that does not compile gets ``ALL`` and its SyntaxError's text, as the reference's run of it reported
+  (``expected ':' (__test__.py, line 3)``).
+* ``"corrected"``: the reference's text with its defects fixed: partial coverage shows the first 3 *test
+  methods* of ``TestCases`` (their subtests' blocks included) and always shows a crash (``ALL``); every entry
+  keeps its block (a subtest is named by its whole description, never cut at a dot); every test a time limit
+  stopped gets its ``TimeoutException`` block, and a test that never ran a block saying so.
+* ``"rich"``: the corrected blocks with source lines in every frame, the whole traceback of a crash, and the
+  sandbox's own texts for a test a time limit stopped or that never ran; no EF for code that does not compile
+  (CF says it all).
+
+The reference's block for a test its timer stopped shows the frames the test was in; the sandbox stops a test
+from outside, so ours shows the timer's frame alone (:data:`TIMED_OUT`)."""
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..sandbox.local import MODULE_NAME
 from ..sandbox.result import ExecutionResult, Outcome, TestResult
+from ..tasks import TEST_CLASS, Task
 from ..tasks.record import quiet_compiling
 
 __all__ = [
@@ -41,8 +54,13 @@ __all__ = [
     "TRIM_THRESHOLD",
     "FEEDBACK_STYLES",
     "CRASH_BLOCK",
+    "TIMED_OUT",
     "execution_feedback",
     "compile_error_feedback",
+    "reference_partial_names",
+    "visible_tests",
+    "stopped_test",
+    "rest_after_stop",
     "shows_failure",
     "failing_tests",
     "trim_feedback",
@@ -58,27 +76,39 @@ FRONT_CHARS = 2000
 REAR_CHARS = 4000
 
 Coverage = Literal["full", "partial"]
-FeedbackStyle = Literal["reference", "rich"]
-FEEDBACK_STYLES: tuple[str, ...] = ("reference", "rich")
+FeedbackStyle = Literal["reference", "corrected", "rich"]
+FEEDBACK_STYLES: tuple[str, ...] = ("reference", "corrected", "rich")
 #: The name of the block that reports a failure outside any test.
 CRASH_BLOCK = "ALL"
+#: The traceback of a test the suite's time limit stopped, as the reference's timer wrote it (its signal handler,
+#: ``bigcodebench/eval/utils.py`` line 83 in its fork, path normalised to the package), without the frames the test
+#: was in: the sandbox stops a test from outside.
+TIMED_OUT = (
+    "Traceback (most recent call last):\n"
+    '  File "bigcodebench/eval/utils.py", line 83, in signal_handler\n'
+    '    raise TimeoutException("Timed out!")\n'
+    "bigcodebench.eval.utils.TimeoutException: Timed out!\n"
+)
 _MODULE_FILE = f'  File "{MODULE_NAME}.py"'
 #: Limits that stop a run by time (per test or whole suite): the reference had one suite timer.
 _TIMEOUT_LIMITS = frozenset({"suite_timeout", "test_timeout"})
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?:: (.*))?$", re.DOTALL)
+_ID_PREFIX = f"{MODULE_NAME}.{TEST_CLASS}."
+_LISTS = ("failures", "errors", "not_run")  # the reference's order, failures + errors; then tests that never ran
 
-# Reference order: unittest's failures list, then its errors list. Tests that never
-# reported (timeouts, not run) are errors of this run, listed after them.
-_ORDER = {Outcome.FAILED: 0, Outcome.ERROR: 1, Outcome.TIMEOUT: 1, Outcome.NOT_RUN: 2}
+
+@dataclass(frozen=True)
+class _Entry:
+    """One block: an entry of unittest's ``listed`` list about ``test`` (or its subtest), keyed ``key``."""
+
+    test: str
+    listed: str
+    key: str
+    text: str
 
 
 def _block(name: str, text: str) -> str:
     return f"{name.upper()}\n{text}\n"
-
-
-def _failing(tests: Sequence[TestResult]) -> list[TestResult]:
-    bad = [t for t in tests if not t.outcome.ok]
-    return sorted(bad, key=lambda t: (_ORDER[t.outcome], t.name))
 
 
 def _check_style(style: str) -> None:
@@ -127,18 +157,180 @@ def _exception_message(crash: str) -> str:
     return (match.group(2) or "") if match else "\n".join(lines[start:])
 
 
-def compile_error_feedback(program: str, test: str) -> str:
+def reference_partial_names(test_source: str) -> tuple[str, ...]:
+    """Every function name defined in a class of ``test_source``, as the reference lists them for partial coverage
+    (its ``extract_methods_from_class``, extract_methods.py:4-18): classes in ``ast.walk`` order, each class's
+    functions depth-first in source order (nested ones too; a class inside a class is listed twice); ``setUp`` and
+    helpers are names like any other. The reference showed the blocks of the first 3 (:data:`PARTIAL_TEST_COUNT`).
+
+    >>> reference_partial_names("class TestCases:\\n    def setUp(self):\\n        def helper(): pass\\n    def test_a(self): pass")
+    ('setUp', 'helper', 'test_a')
+    """
+    def functions(node: ast.AST) -> Iterator[str]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef):
+                yield child.name
+            yield from functions(child)
+
+    with quiet_compiling():
+        tree = ast.parse(test_source)
+    return tuple(name for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for name in functions(node))
+
+
+def visible_tests(task: Task, style: FeedbackStyle = "reference") -> tuple[str, ...]:
+    """What partial coverage shows of ``task``: in the reference style the first 3 function names of its test source
+    (:func:`reference_partial_names`, block keys); in the others its first 3 test methods."""
+    _check_style(style)
+    names = reference_partial_names(task.test) if style == "reference" else task.test_names
+    return tuple(names[:PARTIAL_TEST_COUNT])
+
+
+def stopped_test(result: ExecutionResult) -> str | None:
+    """The test a time limit stopped in ``result`` (where the reference's suite timer would have raised), or None:
+    no time limit stopped the run, or it stopped it outside any test (while loading)."""
+    return next((t.name for t in result.tests if t.outcome is Outcome.TIMEOUT), None)
+
+
+def rest_after_stop(task: Task, result: ExecutionResult) -> Task | None:
+    """The task to run for the tests a time limit kept from running in ``result``: ``task`` with every test that
+    reported, and the one that was stopped, taken out of ``TestCases`` (set to None after the class, so the loader
+    skips them, inherited or not). None when no test was stopped or none is left to run.
+
+    The reference's timer stopped the test and the suite went on (its fork's ``time_limit``, eval/utils.py:81-90);
+    run the rest with the task's judge mode and limits (:meth:`.Executor.derive`), and pass its result to
+    :func:`execution_feedback` as ``rest``.
+    """
+    stopped = stopped_test(result)
+    left = [t.name for t in result.tests if t.outcome is Outcome.NOT_RUN]
+    if stopped is None or not left or result.crash is not None:
+        return None
+    done = [t.name for t in result.tests if t.name in task.test_names and t.outcome is not Outcome.NOT_RUN]
+    hide = "".join(f"setattr({TEST_CLASS}, {name!r}, None)\n" for name in done)
+    return replace(task, test=task.test + "\n\n" + hide)
+
+
+def _key(entry_id: str, style: FeedbackStyle) -> str:
+    """A block's name (before upper-casing) from the unittest id of its test or subtest: the reference's
+    ``id.split(".")[-1]``; otherwise the id without its module and class."""
+    if style == "reference":
+        return entry_id.split(".")[-1]
+    return entry_id[len(_ID_PREFIX):] if entry_id.startswith(_ID_PREFIX) else entry_id
+
+
+def _text(traceback_text: str, style: FeedbackStyle) -> str:
+    return traceback_text if style == "rich" else _without_module_source(traceback_text)
+
+
+def _entries_of(test: TestResult, style: FeedbackStyle) -> list[_Entry]:
+    """The entries a test left in unittest's failures and errors (its faults, else its outcome's one)."""
+    if test.faults:
+        return [_Entry(test.name, f.listed, _key(f.id, style), _text(f.traceback, style)) for f in test.faults]
+    if test.outcome is Outcome.FAILED:
+        return [_Entry(test.name, "failures", _key(test.name, style), _text(test.traceback, style))]
+    if test.outcome is Outcome.ERROR:
+        return [_Entry(test.name, "errors", _key(test.name, style), _text(test.traceback, style))]
+    if test.outcome is Outcome.TIMEOUT:  # the timer raised in it: an error
+        return [_Entry(test.name, "errors", _key(test.name, style), test.traceback if style == "rich" else TIMED_OUT)]
+    if test.outcome is Outcome.NOT_RUN and style != "reference":
+        return [_Entry(test.name, "not_run", _key(test.name, style), test.traceback)]
+    return []
+
+
+def _in_reference_order(tests: Iterable[TestResult], style: FeedbackStyle) -> list[_Entry]:
+    entries = [e for t in sorted(tests, key=lambda t: t.name) for e in _entries_of(t, style)]
+    return [e for listed in _LISTS for e in entries if e.listed == listed]
+
+
+def _stopped(result: ExecutionResult) -> bool:
+    return bool(_TIMEOUT_LIMITS.intersection(result.limits_hit)) or result.timed_out
+
+
+def _with_rest(result: ExecutionResult, rest: ExecutionResult | None) -> tuple[ExecutionResult, bool]:
+    """``result`` with the tests it did not run taken from ``rest``, and whether every test then ran or was the
+    one stopped (as under the reference's single timer: the suite went on after it)."""
+    if rest is None or rest.infra_error is not None:
+        complete = not any(t.outcome is Outcome.NOT_RUN for t in result.tests)
+        return result, complete and stopped_test(result) is not None
+    ran = rest.by_name()
+    tests = tuple(ran.get(t.name, t) if t.outcome is Outcome.NOT_RUN else t for t in result.tests)
+    merged = ExecutionResult(tests=tests, crash=result.crash or rest.crash, limits_hit=result.limits_hit + rest.limits_hit)
+    complete = rest.crash is None and not _stopped(rest) and not any(t.outcome is Outcome.NOT_RUN for t in tests)
+    return merged, complete and stopped_test(result) is not None
+
+
+def execution_feedback(
+    result: ExecutionResult,
+    coverage: Coverage,
+    visible_tests: Sequence[str] | None = None,
+    *,
+    trim: bool = True,
+    style: FeedbackStyle = "reference",
+    rest: ExecutionResult | None = None,
+) -> str:
+    """Execution feedback text for ``result``.
+
+    Args:
+        result: the execution to describe (of a program that compiled; for one that did not,
+            see :func:`compile_error_feedback`).
+        coverage: ``"full"`` shows every failing test; ``"partial"`` only ``visible_tests``.
+        visible_tests: for partial coverage, what is shown: :func:`visible_tests` of the task and style (the
+            reference style compares block keys with them, the others test names).
+        trim: apply the reference's 8000-character trimming.
+        style: ``"reference"``, ``"corrected"`` or ``"rich"`` (see the module's docstring).
+        rest: where a time limit stopped a test of ``result`` with tests left unrun, the run of those
+            (:func:`rest_after_stop`); None when it was not run (the reference style then gives its empty text).
+    """
+    _check_style(style)
+    if result.passed:
+        return PASSED_ALL_TEST_RUNS
+    if coverage not in ("full", "partial"):
+        raise ValueError(f"coverage must be 'full' or 'partial', got {coverage!r}")
+    if coverage == "partial" and visible_tests is None:
+        raise ValueError("partial coverage needs visible_tests (visible_tests(task, style))")
+    shown = set(visible_tests or ())
+    if _stopped(result):
+        result, went_on = _with_rest(result, rest)
+        if style == "reference" and not went_on:  # the reference's process was killed: no details
+            return PASSED_ALL_TEST_RUNS if coverage == "partial" else ""
+    entries: list[_Entry] = []
+    if result.crash is not None:
+        crash = result.crash if style == "rich" else _exception_message(result.crash)
+        entries.append(_Entry(CRASH_BLOCK, "errors", CRASH_BLOCK, crash))
+    tests = [t for t in result.tests if not (result.crash is not None and t.outcome is Outcome.NOT_RUN)]
+    entries.extend(_in_reference_order(tests, style))  # after a crash the ALL block says why the rest did not run
+    if style == "reference":
+        details: dict[str, str] = {}
+        for entry in entries:  # the reference's details dict: a repeated key keeps its place, takes the later text
+            details[entry.key] = entry.text
+        blocks = [_block(key, text) for key, text in details.items() if coverage == "full" or key in shown]
+    else:
+        blocks = [_block(e.key, e.text) for e in entries if coverage == "full" or e.test in shown or e.test == CRASH_BLOCK]
+    text = "\n".join(blocks) if blocks else PASSED_ALL_TEST_RUNS
+    return trim_feedback(text) if trim else text
+
+
+def compile_error_feedback(
+    program: str, test: str, coverage: Coverage = "full", visible_tests: Sequence[str] | None = None,
+    *, style: FeedbackStyle = "reference",
+) -> str:
     r"""The reference's EF of a program that does not compile: ``ALL`` and the SyntaxError's
-    text, as compiling the program and the tests as one module ``__test__.py`` gives it.
+    text, as compiling the program and the tests as one module ``__test__.py`` gives it. Under partial coverage
+    the reference style shows it only where ``ALL`` is one of ``visible_tests`` (else ``Passed all test runs``);
+    the corrected style always shows it.
 
     >>> print(compile_error_feedback("def f(x)\n    return x", "import unittest"), end="")
     ALL
     expected ':' (__test__.py, line 1)
+    >>> compile_error_feedback("def f(x)\n    return x", "import unittest", "partial", ("setUp", "test_a"))
+    'Passed all test runs'
     """
+    _check_style(style)
     try:
         with quiet_compiling():
             compile(program + "\n" + test, f"{MODULE_NAME}.py", "exec")
     except Exception as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, ...
+        if coverage == "partial" and style == "reference" and CRASH_BLOCK not in set(visible_tests or ()):
+            return PASSED_ALL_TEST_RUNS
         return _block(CRASH_BLOCK, str(exc))
     return PASSED_ALL_TEST_RUNS  # it compiles: nothing to report here
 
@@ -155,14 +347,20 @@ def shows_failure(text: str | None) -> bool:
 
 def failing_tests(text: str | None) -> list[str]:
     r"""The block names an EF text shows failing, as the text writes them: each test method's
-    name upper-cased, :data:`CRASH_BLOCK` (``ALL``) for a failure outside the tests; in order.
+    name upper-cased (a subtest's with its parameters), :data:`CRASH_BLOCK` (``ALL``) for a failure outside the
+    tests; in order.
 
     >>> failing_tests("TEST_B\nTraceback ...\nAssertionError\n\nALL\nboom\n"), failing_tests(PASSED_ALL_TEST_RUNS)
     (['TEST_B', 'ALL'], [])
+    >>> failing_tests("TEST_A (X=1)\nTraceback ...\nAssertionError\n")
+    ['TEST_A (X=1)']
     """
     if not shows_failure(text):
         return []
     return [block.split("\n", 1)[0] for block in _blocks(str(text))]
+
+
+_NAME_LINE = re.compile(r"[A-Z_][A-Z0-9_]*(?: \([^a-z]*\))?")
 
 
 def _blocks(text: str) -> Iterator[str]:
@@ -170,7 +368,7 @@ def _blocks(text: str) -> Iterator[str]:
     current: list[str] = []
     previous_blank = True
     for line in text.split("\n"):
-        is_name = previous_blank and re.fullmatch(r"[A-Z_][A-Z0-9_]*", line) is not None
+        is_name = previous_blank and _NAME_LINE.fullmatch(line) is not None
         if is_name and current:
             yield "\n".join(current)
             current = []
@@ -179,52 +377,6 @@ def _blocks(text: str) -> Iterator[str]:
         previous_blank = line == ""
     if current:
         yield "\n".join(current)
-
-
-def execution_feedback(
-    result: ExecutionResult,
-    coverage: Coverage,
-    visible_tests: Sequence[str] | None = None,
-    *,
-    trim: bool = True,
-    style: FeedbackStyle = "reference",
-) -> str:
-    """Execution feedback text for ``result``.
-
-    Args:
-        result: the execution to describe (of a program that compiled; for one that did not,
-            see :func:`compile_error_feedback`).
-        coverage: ``"full"`` shows every failing test; ``"partial"`` only ``visible_tests``.
-        visible_tests: for partial coverage, the test names shown: the task's first 3 test
-            methods (``task.test_names[:3]``).
-        trim: apply the reference's 8000-character trimming.
-        style: ``"reference"`` (the reference's text) or ``"rich"`` (see the module's docstring).
-    """
-    _check_style(style)
-    if result.passed:
-        return PASSED_ALL_TEST_RUNS
-    if coverage not in ("full", "partial"):
-        raise ValueError(f"coverage must be 'full' or 'partial', got {coverage!r}")
-    if style == "reference" and (result.timed_out or _TIMEOUT_LIMITS.intersection(result.limits_hit)):
-        return ""  # the reference's one suite timer: a run stopped by time reports no details
-    if coverage == "partial":
-        if visible_tests is None:
-            raise ValueError("partial coverage needs visible_tests (the task's first 3 test methods)")
-        shown = set(visible_tests)
-        tests = [t for t in result.tests if t.name in shown]
-    else:
-        tests = list(result.tests)
-
-    reference = style == "reference"
-    blocks = []
-    if result.crash is not None:
-        blocks.append(_block(CRASH_BLOCK, _exception_message(result.crash) if reference else result.crash))
-    failing = _failing(tests)
-    if result.crash is not None:  # every test is "not run" after a crash: the ALL block says why
-        failing = [t for t in failing if t.outcome is not Outcome.NOT_RUN]
-    blocks.extend(_block(t.name, _without_module_source(t.traceback) if reference else t.traceback) for t in failing)
-    text = "\n".join(blocks) if blocks else PASSED_ALL_TEST_RUNS
-    return trim_feedback(text) if trim else text
 
 
 def trim_feedback(

@@ -9,6 +9,8 @@ channel without it is recognised as not the runner's and fails the run (see ``co
 The events are those of :mod:`.messages`:
 
     Start(name)                a test began
+    Fault(name, id, listed, tb) an entry of unittest's failures or errors of the test (sent before its End when the
+                               End alone does not tell them: a failing subtest, more than one entry); feedback only
     End(name, outcome, tb)     a test finished
     Crash(tb)                  failure outside any test
     Done()                     the suite ran to its end
@@ -37,9 +39,9 @@ import unittest
 from collections.abc import Callable
 
 if __package__:  # imported: by a sandbox worker, or a test
-    from .messages import Crash, Done, End, Event, RunnerJob, Start, seal
+    from .messages import Crash, Done, End, Event, Fault, RunnerJob, Start, seal
 else:  # run as a script by LocalExecutor: its own dir is sys.path[0] until main() makes it the work dir
-    from messages import Crash, Done, End, Event, RunnerJob, Start, seal  # type: ignore[no-redef]
+    from messages import Crash, Done, End, Event, Fault, RunnerJob, Start, seal  # type: ignore[no-redef]
 
     del sys.modules["messages"]  # a program's own ``import messages`` must not find ours
 
@@ -229,7 +231,13 @@ class _GuardedOutcome(unittest.case._Outcome):  # noqa: SLF001 - the one place u
 
 
 class _StreamingResult(unittest.TestResult):
-    """Reports each test's outcome on the channel as soon as it is known."""
+    """Reports each test's outcome on the channel as soon as it is known.
+
+    It also keeps each test's entries of unittest's ``failures`` and ``errors`` lists (the test's own, its subtests'),
+    and sends them as :class:`~.messages.Fault` events before the test's ``End`` when that alone does not tell them (a
+    failing subtest, or more than one entry): the reference's feedback had one block per entry. Entries never decide
+    an outcome.
+    """
 
     def __init__(self, fd: int, token: str, guard: TestGuard | None = None,
                  refusals: Callable[[], list[str]] | None = None) -> None:
@@ -238,6 +246,7 @@ class _StreamingResult(unittest.TestResult):
         self.guard = guard
         self._refusals = refusals
         self._current: dict[str, tuple[str, str]] = {}
+        self._entries: dict[str, list[tuple[str, str, str, bool]]] = {}  # test -> (list, id, tb, of a subtest)
         self._vouched: set[int] = set()
 
     def vouch(self, test) -> None:
@@ -253,6 +262,21 @@ class _StreamingResult(unittest.TestResult):
         prev = self._current.get(name)
         if prev is None or prev[0] in ("passed", "skipped"):  # first failure of a test wins
             self._current[name] = (outcome, tb)
+
+    def _enter(self, test, listed: str, tb: str, subtest=None) -> None:
+        """Keep an entry of unittest's ``listed`` list (``failures``/``errors``) for ``test``, or for its ``subtest``."""
+        try:
+            entry_id = str((subtest if subtest is not None else test).id())  # a subtest's id reprs its parameters
+        except BaseException:  # noqa: BLE001 - a parameter whose repr fails: the test's own id
+            entry_id = str(test.id())
+        self._entries.setdefault(self._name(test), []).append((listed, entry_id, tb, subtest is not None))
+
+    def _send_entries(self, name: str) -> None:
+        """Send ``name``'s entries as Fault events when its End alone does not tell them."""
+        entries = self._entries.pop(name, [])
+        if len(entries) > 1 or any(of_subtest for *_, of_subtest in entries):
+            for listed, entry_id, tb, _ in entries:
+                self._send(Fault(name, entry_id, listed, tb))
 
     def _exc_info_to_string(self, err, test) -> str:
         """unittest's text, except for an exception from the program's process (split judge): then the
@@ -278,6 +302,7 @@ class _StreamingResult(unittest.TestResult):
         refused = self._refusals() if self._refusals is not None else []
         if refused and outcome in ("passed", "skipped"):  # the test caught the refusal: it still fails
             outcome, tb = "failed", f"{REFUSED}: " + "\n".join(dict.fromkeys(refused))
+        self._send_entries(name)
         self._send(End(name, outcome, tb))
 
     def addSuccess(self, test) -> None:  # noqa: N802
@@ -326,6 +351,7 @@ class _StreamingResult(unittest.TestResult):
     def addFailure(self, test, err) -> None:  # noqa: N802
         super().addFailure(test, err)
         self._record(test, "failed", self.failures[-1][1])
+        self._enter(test, "failures", self.failures[-1][1])
 
     def addError(self, test, err) -> None:  # noqa: N802
         super().addError(test, err)
@@ -333,12 +359,14 @@ class _StreamingResult(unittest.TestResult):
             self._send(End(str(test), "error", self.errors[-1][1]))
             return
         self._record(test, "error", self.errors[-1][1])
+        self._enter(test, "errors", self.errors[-1][1])
 
     def addSubTest(self, test, subtest, err) -> None:  # noqa: N802
         super().addSubTest(test, subtest, err)
         if err is not None:
             failed = issubclass(err[0], test.failureException)
             self._record(test, "failed" if failed else "error", (self.failures if failed else self.errors)[-1][1])
+            self._enter(test, "failures" if failed else "errors", (self.failures if failed else self.errors)[-1][1], subtest)
 
 
 def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: dict | None = None,

@@ -25,9 +25,9 @@ from ..tasks import TEST_CLASS, Task
 from .clock import SuiteClock
 from .executor import Executor, Limits
 from .interpreter import shim_dir
-from .messages import Crash, Done, End, Event, RunnerJob, Start, Violation, unseal
+from .messages import Crash, Done, End, Event, Fault, RunnerJob, Start, Violation, unseal
 from .reap import has_exited, kill_group
-from .result import ExecutionResult, Outcome, TestResult, cut_middle
+from .result import ExecutionResult, Outcome, TestFault, TestResult, cut_middle
 
 if TYPE_CHECKING:
     from .needs import RuntimeProbe
@@ -237,8 +237,12 @@ def _cap(text: str) -> str:
 def assemble(
     expected: tuple[str, ...], events: Sequence[Event], stop_reason: str | None, exit_desc: str, limits: Limits
 ) -> ExecutionResult:
-    """Turn the event stream into per-test results. Unreported tests are never passed."""
+    """Turn the event stream into per-test results. Unreported tests are never passed.
+
+    A test's :class:`~.messages.Fault` events become its ``faults`` (what the reference's feedback listed); only its
+    ``End`` gives its outcome."""
     finished: dict[str, TestResult] = {}
+    faults: dict[str, list[TestFault]] = {}
     running: str | None = None
     crash: str | None = None
     done = False
@@ -250,8 +254,11 @@ def assemble(
                 outcome = Outcome(event.outcome)
             except ValueError:
                 outcome = Outcome.ERROR
-            finished.setdefault(event.name, TestResult(event.name, outcome, _cap(event.tb)))
+            finished.setdefault(event.name, TestResult(event.name, outcome, _cap(event.tb),
+                                                       tuple(faults.pop(event.name, ()))))
             running = None if running == event.name else running
+        elif isinstance(event, Fault):
+            faults.setdefault(event.name, []).append(TestFault(event.listed, event.id, _cap(event.tb)))
         elif isinstance(event, Crash):
             crash = _cap(event.tb)
         elif isinstance(event, Done):

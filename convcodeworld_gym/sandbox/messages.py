@@ -13,7 +13,7 @@ Who sends what, and how it is framed:
 * worker -> executor, one line each on its stdout: :class:`Ready` once, at start; then per job a
   :class:`RunReply` or, when the worker itself failed on the job, a :class:`WorkerFailed`.
 * test runner (:mod:`._runner`) -> worker or :class:`~.local.LocalExecutor`, on the run's result channel:
-  :class:`Start`, :class:`End`, :class:`Crash`, :class:`Done`, one line each, sealed with the run's
+  :class:`Start`, :class:`Fault`, :class:`End`, :class:`Crash`, :class:`Done`, one line each, sealed with the run's
   secret token (:func:`seal`). Any line that is not exactly one of them under the token is refused
   (:func:`unseal`), and the collector notes it as a :class:`Violation`, which is never on the channel.
 * :class:`~.local.LocalExecutor` -> the runner script: one :class:`RunnerJob` on its stdin.
@@ -33,11 +33,13 @@ Holds:
     reply_from_wire  read a worker's line
     Event            a test runner's event (base class)
     Start            a test began
+    Fault            one entry of unittest's failures or errors of a test (a subtest's, say): feedback, never a verdict
     End              a test finished, with its outcome
     Crash            a failure outside any test
     Done             the suite ran to its end
     Violation        the collector's note of a line on the result channel that was not a sealed event
     RUNNER_OUTCOMES  the outcomes an ``End`` may report
+    FAULT_LISTS      the lists of unittest's result a ``Fault`` may be an entry of
     seal             an event as the runner writes it: the run's token, the event, a newline
     unseal           the event on a line of the result channel, or why the line is none
     RunnerJob        the local executor's job for the runner script
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 __all__ = ["WorkerConfig", "Job", "Ready", "RunReply", "WorkerFailed", "Reply", "reply_from_wire", "Event", "Start",
-           "End", "Crash", "Done", "Violation", "RUNNER_OUTCOMES", "seal", "unseal", "RunnerJob"]
+           "Fault", "End", "Crash", "Done", "Violation", "RUNNER_OUTCOMES", "FAULT_LISTS", "seal", "unseal", "RunnerJob"]
 
 
 def _dumps(message: dict[str, Any]) -> bytes:
@@ -268,6 +270,23 @@ class Start(Event):
 
 
 @dataclass(frozen=True)
+class Fault(Event):
+    """One entry of unittest's ``failures`` or ``errors`` list (``listed``) as the test ``name`` ran: ``id`` is the
+    unittest id of the test or subtest it is about (``__test__.TestCases.test_a (x=1)``), ``tb`` its traceback text.
+
+    The runner sends a test's entries, in order and before its :class:`End`, when the :class:`End` alone does not
+    tell them: the test had a failing subtest, or more than one entry. They only say what the reference's feedback
+    listed (one block per entry); the test's outcome is its :class:`End`'s, whatever they say.
+    """
+
+    name: str
+    id: str
+    listed: str
+    tb: str
+    kind: ClassVar[str] = "fault"
+
+
+@dataclass(frozen=True)
 class End(Event):
     """A test finished: its ``outcome`` (one of :data:`RUNNER_OUTCOMES`) and traceback text ``tb`` ("" when passed)."""
 
@@ -306,7 +325,9 @@ class Violation(Event):
 
 #: The outcomes a test runner reports in an :class:`End` (a timeout or a test not run is the collector's verdict).
 RUNNER_OUTCOMES = frozenset({"passed", "skipped", "failed", "error"})
-_RUNNER_EVENTS: dict[str, type[Event]] = {cls.kind: cls for cls in (Start, End, Crash, Done)}
+#: The lists of unittest's result a :class:`Fault` may be an entry of.
+FAULT_LISTS = frozenset({"failures", "errors"})
+_RUNNER_EVENTS: dict[str, type[Event]] = {cls.kind: cls for cls in (Start, Fault, End, Crash, Done)}
 _ANY_EVENT: dict[str, type[Event]] = {**_RUNNER_EVENTS, Violation.kind: Violation}
 
 
@@ -322,7 +343,8 @@ def seal(event: Event, token: str) -> bytes:
 def unseal(line: bytes, token: bytes) -> tuple[Event | None, str]:
     """The runner's event on ``line`` (one line of the result channel, without its newline), or None and what is
     wrong with the line: it lacks the run's ``token``, is not JSON, or is not exactly one of the runner's events
-    (its kind, exactly its fields, each a string; an ``End``'s outcome one of :data:`RUNNER_OUTCOMES`).
+    (its kind, exactly its fields, each a string; an ``End``'s outcome one of :data:`RUNNER_OUTCOMES`, a ``Fault``'s
+    list one of :data:`FAULT_LISTS`).
 
     >>> unseal(b't0k{"e": "end", "name": "test_a", "outcome": "passed", "tb": ""}', b"t0k")
     (End(name='test_a', outcome='passed', tb=''), '')
@@ -352,6 +374,8 @@ def _event(message: Any, kinds: dict[str, type[Event]]) -> tuple[Event | None, s
         return None, f"is a malformed {message['e']!r} event"
     if cls is End and message["outcome"] not in RUNNER_OUTCOMES:
         return None, f"reports an outcome the runner never reports ({message['outcome'][:40]!r})"
+    if cls is Fault and message["listed"] not in FAULT_LISTS:
+        return None, f"names a list of unittest's the runner never reports ({message['listed'][:40]!r})"
     return cls(**{name: message[name] for name in names}), ""
 
 

@@ -3,6 +3,7 @@
 Holds:
     Outcome          passed / failed / error / timeout / not_run / skipped
     TestResult       one test method's outcome and traceback text
+    TestFault        one entry of unittest's failures or errors that a test's outcome alone does not tell (a subtest's)
     ExecutionResult  the whole run: tests, crash text, limits hit, wall time; or the infrastructure's loss of it
     cut_middle       a long text cut to its first and last characters (tracebacks, crash texts)
 """
@@ -13,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["Outcome", "TestResult", "ExecutionResult", "cut_middle"]
+__all__ = ["Outcome", "TestResult", "TestFault", "ExecutionResult", "cut_middle"]
 
 
 class Outcome(str, Enum):
@@ -32,14 +33,33 @@ class Outcome(str, Enum):
 
 
 @dataclass(frozen=True)
+class TestFault:
+    """One entry of unittest's ``failures`` or ``errors`` list (``listed``) about a test or one of its subtests
+    (``id``: the unittest id, ``__test__.TestCases.test_a (x=1)``), with its traceback text. Feedback only: the
+    reference's execution feedback had one block per entry; the verdict is the test's outcome.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    listed: str
+    id: str
+    traceback: str
+
+
+@dataclass(frozen=True)
 class TestResult:
-    """One test method: its name, outcome and the traceback (or reason) when it did not pass."""
+    """One test method: its name, outcome and the traceback (or reason) when it did not pass.
+
+    ``faults``: the test's entries of unittest's failures and errors, in order, where its outcome and traceback alone
+    do not tell them (a failing subtest, or more than one entry); empty otherwise.
+    """
 
     __test__ = False  # not a pytest test class
 
     name: str
     outcome: Outcome
     traceback: str = ""
+    faults: tuple[TestFault, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,7 +112,8 @@ class ExecutionResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (outcomes as strings; ``infra_error`` kept, None for a real verdict)."""
         data = asdict(self)
-        data["tests"] = [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in self.tests]
+        data["tests"] = [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback,
+                          **({"faults": [asdict(f) for f in t.faults]} if t.faults else {})} for t in self.tests]
         data["limits_hit"] = list(self.limits_hit)
         data["passed"] = self.passed
         return data

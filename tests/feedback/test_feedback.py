@@ -13,9 +13,11 @@ from convcodeworld_gym.feedback import (
     compiled,
     execution_feedback,
     failing_tests,
+    visible_tests,
     shows_failure,
     trim_feedback,
 )
+from convcodeworld_gym.feedback.execution import TIMED_OUT
 from convcodeworld_gym.sandbox import ExecutionResult, Outcome, TestResult
 from convcodeworld_gym.tasks import Task
 
@@ -163,9 +165,11 @@ def test_module_level_crash_is_all_block(executor):
     assert text.startswith("ALL\nTraceback (most recent call last):\n")
     assert "RuntimeError: at import" in text
     assert "TEST_" not in text  # the not-run tests are explained by the ALL block
-    # the reference: ALL and str(exception) alone
-    assert execution_feedback(result, "partial", TASK.test_names[:3]) == "ALL\nat import\n"
+    # the reference: ALL and str(exception) alone; its partial coverage keeps only the blocks of its first 3
+    # function names (setUp, test_c, test_b), so a crash reads "Passed all test runs" there (pot.py:454-459)
     assert execution_feedback(result, "full") == "ALL\nat import\n"
+    assert execution_feedback(result, "partial", visible_tests(TASK)) == PASSED_ALL_TEST_RUNS
+    assert execution_feedback(result, "partial", visible_tests(TASK, "corrected"), style="corrected") == "ALL\nat import\n"
 
 
 def test_library_frames_keep_their_source_lines(executor):
@@ -192,17 +196,18 @@ def test_suite_timeout_texts():
         ),
         limits_hit=("suite_timeout",),
     )
-    assert execution_feedback(stopped, "full") == ""  # the reference's timeout status has no details
-    assert execution_feedback(stopped, "partial", ["test_a", "test_b", "test_c"]) == ""
+    assert execution_feedback(stopped, "full") == ""  # test_c never ran: the reference's process was killed, no details
+    assert execution_feedback(stopped, "partial", ["test_a", "test_b", "test_c"]) == PASSED_ALL_TEST_RUNS
     assert execution_feedback(stopped, "full", style="rich") == (
         "TEST_B\nTimeoutError: stopped after exceeding the suite time limit of 121 s\n\n"
         "TEST_C\nNot run: the suite was stopped after exceeding the suite time limit of 121 s.\n"
     )
     with pytest.raises(ValueError, match="feedback style must be one of"):
         execution_feedback(stopped, "full", style="terse")  # type: ignore[arg-type]
-    # our per-test limit also stops the run: the reference's single suite timer gave no details either
+    # the last test stopped: the reference's timer raised in it and the suite ended there
     per_test = ExecutionResult(tests=(TestResult("test_a", Outcome.TIMEOUT, "TimeoutError: ..."),), limits_hit=("test_timeout",))
-    assert execution_feedback(per_test, "full") == "" and execution_feedback(per_test, "full", style="rich").startswith("TEST_A\n")
+    assert execution_feedback(per_test, "full") == "TEST_A\n" + TIMED_OUT + "\n"
+    assert execution_feedback(per_test, "full", style="rich") == "TEST_A\nTimeoutError: ...\n"
 
 
 def test_compile_error_feedback_is_the_reference_text():

@@ -59,10 +59,10 @@ def should_speak(expertise: Expertise, context: TurnContext) -> bool:
 def shown_failures(context: TurnContext) -> tuple[list[TestResult], str | None]:
     """The failing tests whose blocks the shown execution feedback holds, and the crash text if shown.
 
-    The shown EF text is the source of truth (partial coverage shows fewer tests); with EF
-    off or on a compile error nothing is shown and the lists are empty.
+    The shown EF text is the source of truth (partial coverage shows fewer tests; a subtest's block,
+    ``TEST_A (X=1)``, shows its test); with EF off or on a compile error nothing is shown and the lists are empty.
     """
-    shown = failing_tests(context.execution_feedback)
+    shown = {name.split(" (", 1)[0] for name in failing_tests(context.execution_feedback)}  # a subtest's: its test
     failing = [t for t in context.result.tests if not t.outcome.ok and t.name.upper() in shown]
     crash = context.result.crash if context.result.crash is not None and CRASH_BLOCK in shown else None
     return failing, crash
