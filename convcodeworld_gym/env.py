@@ -24,11 +24,12 @@ import gymnasium as gym
 
 from .combos import DEFAULT_MAX_TURNS, FeedbackConfig
 from .errors import ResetNeeded
-from .extract import build_program, extract_code
-from .feedback import NO_SYNTAX_ERRORS, PARTIAL_TEST_COUNT, compilation_feedback, execution_feedback
+from .extract import build_program, extract_code, judged_program
+from .feedback import NO_SYNTAX_ERRORS, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
 from .aio import Call, Plan, run_awaited, run_blocking
-from .feedback.execution import FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, trim_feedback
+from .feedback.execution import (FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, rest_after_stop, trim_feedback,
+                                 visible_tests)
 from .observation import OBSERVATION_KEYS, RENDER_MODES, check_render_mode, make_observation, observation_space, render_ansi
 from .protocol import actionable
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
@@ -136,6 +137,11 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             warning (tasks asked for by ``task_ids`` are kept, judged split).
             Every step's ``info`` says how it was judged: ``judge`` (``split`` or ``inprocess``) and
             ``forgeable``.
+        rerun_passed: the reference's way with a passing program: the episode goes on to turn ``max_turns``, and the
+            passing code is carried over and executed again at every later turn (pot.py:564-570, "Already solved"), so
+            that a flaky test can fail it there and the live Pass@1 curve dip as the paper's can; play it with
+            :class:`~convcodeworld_gym.protocol.ReferenceProtocol`, which carries it (the policy is not asked).
+            Default False: the episode ends at its first pass (``terminated``).
 
     Observation (a ``Dict`` of text fields and the turn): ``task`` (the instruction),
     ``code`` (the code judged this step), ``compilation_feedback``, ``execution_feedback`` and
@@ -185,6 +191,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         feedback_style: FeedbackStyle = "reference",
         render_mode: str | None = None,
         allow_forgeable: bool = False,
+        rerun_passed: bool = False,
     ) -> None:
         self.config = FeedbackConfig.parse(feedback)
         if feedback_style not in FEEDBACK_STYLES:
@@ -206,6 +213,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
         tasks = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only)
         self.allow_forgeable = allow_forgeable
+        self.rerun_passed = rerun_passed
         if task_ids is None:  # a default set: without the tasks only an in-process judge can judge
             tasks = default_task_set(tasks, allow_forgeable)
         self.max_turns = max_turns
@@ -362,9 +370,15 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             compile_ok, cf = compilation_feedback(code)
         compiled_at = time.perf_counter()
 
-        if compile_ok:
+        program = judged_program(task, code, compile_ok)  # a sample runs whenever its program compiles
+        rest: ExecutionResult | None = None
+        if program is not None:
             with self._one_call_at_a_time():
-                result = yield Call(self.executor.run, self.executor.arun, (task, build_program(task, code)))
+                result = yield Call(self.executor.run, self.executor.arun, (task, program))
+                after = rest_after_stop(task, result) if self.config.execution != "none" else None
+                if after is not None:  # a time limit stopped a test: the tests after it run apart, as the reference's went on
+                    self.executor.derive(task, after)
+                    rest = yield Call(self.executor.run, self.executor.arun, (after, program))
         else:
             result = ExecutionResult.not_executed(task.test_names, "Not run: the code does not compile.")
         executed_at = time.perf_counter()
@@ -372,12 +386,12 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         ef: str | None = None
         untrimmed: str | None = None
         lacking = self.missing.get(task.task_id, Lacking())
-        if self.config.execution != "none" and compile_ok:
-            untrimmed = execution_feedback(
-                result, self.config.execution, task.test_names[:PARTIAL_TEST_COUNT], trim=False, style=self.feedback_style
-            )
-        elif self.config.execution != "none" and code and self.feedback_style == "reference":
-            untrimmed = compile_error_feedback(build_program(task, code), task.test)  # the reference ran it anyway
+        shown = visible_tests(task, self.feedback_style)
+        if self.config.execution != "none" and program is not None:
+            untrimmed = execution_feedback(result, self.config.execution, shown, trim=False, style=self.feedback_style, rest=rest)
+        elif self.config.execution != "none" and code and self.feedback_style != "rich":  # the reference ran it anyway
+            untrimmed = compile_error_feedback(build_program(task, code), task.test, self.config.execution, shown,
+                                               style=self.feedback_style)
         if untrimmed is not None:
             ef = trim_feedback(untrimmed)
             if lacking:  # a task asked for by id whose needs this runtime does not meet: say so first
@@ -394,7 +408,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         verbal_at = time.perf_counter()
 
         passed = result.passed
-        terminated = passed
+        terminated = passed and not self.rerun_passed
         truncated = not terminated and (turn >= self.max_turns or lost is not None)
         self._done = terminated or truncated
         self._turn = turn + 1

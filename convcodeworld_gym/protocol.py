@@ -40,7 +40,7 @@ import gymnasium as gym
 from .aio import Call, Plan, method_call, run_awaited, run_blocking
 from .combos import FeedbackConfig
 from .errors import ContextOverflow, ResetNeeded
-from .extract import extract_code
+from .extract import Code, extract_code
 from .feedback.compilation import compilation_feedback
 from .feedback.execution import retrim_windows, shows_failure, trim_feedback
 from .observation import make_observation
@@ -112,7 +112,7 @@ def reference_turn(
             only for the expert after a compile fix. The turn yields that call and receives the words.
     """
     if not info.get("actionable", True):
-        return str(observation["code"])
+        return Code(str(observation["code"]))  # carried over: code, never a reply to extract from
     if info.get("shown_compiles", True) or config.verbal == "novice":
         return (yield dict(observation))
     # compile fixes: the model sees the compilation feedback alone
@@ -203,7 +203,7 @@ class ReferenceProtocol(gym.Wrapper[dict[str, Any], str, dict[str, Any], str]):
         asks, value = yield from self._continue(self._play, action)
         if not asks:
             self._play = None
-            return (yield from self._judge(str(value)))
+            return (yield from self._judge(value if isinstance(value, str) else str(value)))  # a Code stays one
         return value, 0.0, False, False, {**self._last[1], "turns": []}
 
     def _continue(self, play: TurnPlay, value: str | None) -> Plan[tuple[bool, Any]]:
@@ -240,7 +240,7 @@ class ReferenceProtocol(gym.Wrapper[dict[str, Any], str, dict[str, Any], str]):
             play = reference_turn(obs, info, self.config, self._user_feedback)
             asks, value = yield from self._continue(play, None)
             if not asks:  # nothing to act on: the code is carried over
-                action = str(value)
+                action = value if isinstance(value, str) else str(value)
                 obs, reward, terminated, truncated, info = yield method_call(self.env, "step", action)
                 turns.append(self._turn(action, obs, reward, terminated, truncated, info, 0))
                 if terminated or truncated:

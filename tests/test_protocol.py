@@ -74,7 +74,7 @@ HISTORIES = {
 #   partial pass: EF(partial) shows "Passed all test runs", so without an expert nobody speaks.
 EXPECTED = {
     "CF": (1, 1, 2, 1),
-    "CF-EF_partial": (1, 11, 12, 1),
+    "CF-EF_partial": (1, 11, 11, 1),
     "CF-EF_full": (1, 11, 12, 11),
     "CF-SNF": (1, 1, 2, 1),
     "CF-EF_partial-SNF": (1, 11, 11, 1),
@@ -83,10 +83,10 @@ EXPECTED = {
     "CF-EF_partial-SEF": (1, 11, 12, 11),
     "CF-EF_full-SEF": (1, 11, 12, 11),
 }
-# One cell differs from the reference on purpose: its EF(partial) filters the `ALL` block of a
-# program that does not compile away ("Passed all test runs": no follow-up call, 11), where
-# ours reports crashes truthfully under partial coverage (README, "Differences").
-REFERENCE_ONLY = {("CF-EF_partial", "fails_to_compile_then_compiles"): 11}
+# The reference's EF(partial) keeps only the blocks of its first 3 function names (pot.py:454-459), so the `ALL`
+# block of a program that does not compile reads "Passed all test runs": no follow-up call. The "corrected"
+# feedback style shows it, and that cell has one call more (test_the_corrected_style_...).
+CORRECTED = {("CF-EF_partial", "fails_to_compile_then_compiles"): 12}
 
 
 #: Each program's outcomes, as the sandbox gives them (checked below).
@@ -139,9 +139,6 @@ def test_model_calls_per_episode_follow_the_reference(history, task_file, execut
     column = list(HISTORIES).index(history)
     assert calls == {name: counts[column] for name, counts in EXPECTED.items()}
     assert requests == sum(calls.values())  # every call the rows count reached the server, and no other
-    for (name, which), reference_count in REFERENCE_ONLY.items():
-        if which == history:
-            assert calls[name] == reference_count + 1
     # every episode has its 11 turns (or ends at the pass); carried turns hold the previous code
     for c in ALL_CONFIGS:
         episode = [r for r in rows if r.feedback == c.name]
@@ -150,6 +147,18 @@ def test_model_calls_per_episode_follow_the_reference(history, task_file, execut
         for before, row in zip(episode, episode[1:]):
             if row.model_calls == 0:
                 assert row.code == before.code
+
+
+def test_the_corrected_style_shows_a_crash_under_partial_coverage_and_calls_the_model_on_it(task_file, executor, tmp_path):
+    (name, history), count = next(iter(CORRECTED.items()))
+    with ScriptedOpenAIServer(HISTORIES[history]) as server:
+        policy = OpenAIPolicy("scripted", base_url=server.base_url, api_key="test-key", max_retries=0)
+        config = EvalConfig(ids=(env_id(name),), dataset=task_file, concurrency=1, feedback_style="corrected")
+        run_evaluation(config, policy, tmp_path, executor=executor, progress=None, log=lambda line: None)
+        policy.close()
+    rows = read_turns(tmp_path)
+    assert sum(r.model_calls for r in rows) == count == EXPECTED[name][list(HISTORIES).index(history)] + 1
+    assert rows[0].execution_feedback.startswith("ALL\nexpected ':'")
 
 
 def test_always_protocol_calls_every_turn(task_file, executor, tmp_path):
