@@ -38,6 +38,7 @@ from outside, so ours shows the timer's frame alone (:data:`TIMED_OUT`)."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -157,6 +158,7 @@ def _exception_message(crash: str) -> str:
     return (match.group(2) or "") if match else "\n".join(lines[start:])
 
 
+@functools.lru_cache(maxsize=4096)  # a task's tests are parsed once, not at every step
 def reference_partial_names(test_source: str) -> tuple[str, ...]:
     """Every function name defined in a class of ``test_source``, as the reference lists them for partial coverage
     (its ``extract_methods_from_class``, extract_methods.py:4-18): classes in ``ast.walk`` order, each class's
