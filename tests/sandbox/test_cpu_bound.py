@@ -125,7 +125,11 @@ def test_hogs_in_one_slot_cost_a_correct_program_in_the_other_neither_its_verdic
     assert loaded_s <= 2.5 * quiet_s, f"the neighbour's hogs slowed a correct run from {quiet_s:.3f} to {loaded_s:.3f} s"
     for name, result in hostile:
         assert not result.passed and set(result.limits_hit) & {"test_timeout", "suite_timeout"}, (name, texts(result))
-        assert result.wall_time_s <= LIMITS.suite_timeout_s + 1.0, f"{name} ended {result.wall_time_s:.2f} s after it began"
+        # Ended within its limit + 1 s on the worker's clock (from the job's hand-off to the reply) and on ours, but for
+        # the wait for its slot while the slot's previous run's processes exited (a fork bomb's take about a second).
+        waited = result.details["stages"].get("previous_teardown_s", 0.0)
+        assert result.details["run_s"] <= LIMITS.suite_timeout_s + 1.0, (name, result.details["run_s"])
+        assert result.wall_time_s - waited <= LIMITS.suite_timeout_s + 1.0, (name, result.wall_time_s, waited)
     bound = quiet[0].details["confinement"].get("cpu_bound", {})
     assert bound.get("kind") in ("cgroup1", "cgroup2") and bound["cpus"] == _expected_cpus(2), bound
 

@@ -46,7 +46,8 @@ __all__ = ["CgroupTree", "find_tree", "SlotCgroup", "CgroupUnavailable", "DEFAUL
 DEFAULT_ROOT = "/sys/fs/cgroup"
 _PERIOD_US = 100_000  # the scheduler's default bandwidth period
 _MIN_QUOTA_US = 1_000  # the kernel's least quota
-_FREEZE_WAIT_S = 0.25
+_FREEZE_WAIT_S = 0.05
+_SIGNAL_ROUNDS_S = 0.25
 _EMPTY_WAIT_S = 5.0
 _POLL_S = 0.002
 #: The v1 controllers a slot's cgroup is made in; ``freezer`` is optional (without it a run is ended by signals).
@@ -279,7 +280,9 @@ class SlotCgroup:
 
     def _freeze_and_kill(self) -> None:
         """Freeze the cgroup (nothing in it runs or forks), SIGKILL each of its processes, thaw: they die at once.
-        A frozen process cannot exit, so no pid read here is reused before the kill."""
+        A frozen process cannot exit, so no pid read then is reused before the kill. A freeze waits for each process
+        to be scheduled, which a thousand throttled ones are not at once: past a short wait, those still running are
+        signalled through pidfds (:meth:`_kill_listed`), and the rest, frozen, cannot fork meanwhile."""
         if self.version == 2:
             state, frozen, thawed = os.path.join(self.dirs[""], "cgroup.freeze"), "1", "0"
             directory = self.dirs[""]
@@ -291,6 +294,9 @@ class SlotCgroup:
             deadline = time.monotonic() + _FREEZE_WAIT_S
             while not self._frozen() and time.monotonic() < deadline:
                 time.sleep(_POLL_S)
+            if not self._frozen():
+                self._kill_listed()
+                return
             for pid in _pids(directory):
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -310,7 +316,7 @@ class SlotCgroup:
         the pid had then, and a pid not listed again is skipped); in rounds, while new processes show up."""
         directory = self.dirs.get("", self.dirs.get("pids", ""))
         signalled: set[int] = set()
-        deadline = time.monotonic() + _FREEZE_WAIT_S
+        deadline = time.monotonic() + _SIGNAL_ROUNDS_S
         while time.monotonic() < deadline:
             fds = {}
             for pid in set(_pids(directory)) - signalled:
