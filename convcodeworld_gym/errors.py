@@ -19,6 +19,9 @@ Holds:
                          a turn or a field, or is inconsistent
     ContextOverflow      a policy's model rejected a prompt as longer than its context
     SamplesError         a BigCodeBench samples file (turn 0) is missing, malformed or lacks a task
+    DependencyNotInstalled  an optional extra this feature needs is not installed (names the install command)
+    ServerLimitError     a request went over one of the episode server's limits (names the limit and its flag)
+    ServerError          the episode server refused a request (the client's side: the server's error kind and message)
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ __all__ = [
     "ContextOverflow",
     "SamplesError",
     "MissingRuntimeDependencies",
+    "DependencyNotInstalled",
+    "ServerLimitError",
+    "ServerError",
 ]
 
 
@@ -144,3 +150,37 @@ class MissingRuntimeDependencies(ConvCodeWorldError):
     """Tasks need modules or data files (NLTK corpora) that the runtime running their tests lacks, and
     ``strict_runtime=True`` asked for an error instead of leaving them out (or running them to fail).
     The message names the tasks, what they lack and the command that installs it."""
+
+
+class DependencyNotInstalled(ConvCodeWorldError, ImportError):
+    """An optional extra a feature needs is not installed; the message names the feature and the install command
+    (``pip install 'convcodeworld-gym[openenv]'``). The core install never needs it."""
+
+
+class ServerLimitError(ConvCodeWorldError):
+    """A request to the episode server went over one of its limits: sessions, request size, episode time or idle
+    time (:mod:`convcodeworld_gym.service`). The message names the limit, its value and the ``convcodeworld serve``
+    flag that sets it; ``limit`` is the limit's name (``"max_sessions"``, ``"max_request_bytes"``,
+    ``"max_episode_s"``, ``"idle_timeout_s"``)."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message, limit)
+        self.limit = limit
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ServerError(ConvCodeWorldError, RuntimeError):
+    """The episode server refused a request (raised by :class:`~convcodeworld_gym.service.client.ConvCodeWorldClient`).
+
+    ``kind`` is the name of the error the server raised (``"UnknownTaskError"``, ``"ResetNeeded"``,
+    ``"ServerLimitError"``, ``"ValidationError"``, ...), ``code`` OpenEnv's error code (``"EXECUTION_ERROR"``,
+    ``"CAPACITY_REACHED"``, ...), and the message the server's own."""
+
+    def __init__(self, message: str, kind: str, code: str) -> None:
+        super().__init__(message, kind, code)
+        self.kind, self.code = kind, code
+
+    def __str__(self) -> str:
+        return str(self.args[0])
