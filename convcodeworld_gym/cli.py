@@ -10,6 +10,7 @@ Subcommands:
     runtime           build a task set's pinned runtime in its own venv (``runtime install bigcodebench``)
     import-reference  convert the reference implementation's result files into a turn log
     correlate         Spearman correlation of live vs static (ConvCodeBench) MRR and Recall rankings
+    serve             an OpenEnv-compatible episode server over the live ids (logic: :mod:`.service`)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .policies import POLICY_KINDS, make_policy
 from .protocol import PROTOCOLS
 from .registration import LIVE_IDS, env_id
 from .runs.report import write_report
+from .service.command import add_serve
 from .sandbox import Executor, Limits, SandboxExecutor
 from .sandbox.confinement.confine import Level
 from .sandbox.runtimes import KNOWN_RUNTIMES, RUNTIME_PYTHON_ENV, RUNTIMES_DIR_ENV, install_runtime, resolve_runtime, runtimes_dir
@@ -206,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("--requirements", default=None, help="requirements file (default: envs/<name>/requirements.txt)")
     rt.add_argument("--no-nltk-data", action="store_true", help="do not download NLTK data")
     rt.set_defaults(func=cmd_runtime)
+    add_serve(sub)
     return parser
 
 

@@ -1,0 +1,137 @@
+"""The episode server: OpenEnv's routes over :class:`~.environment.ConvCodeWorldService`, behind the :class:`~.guard.Guard`.
+
+:func:`build_app` gives the ASGI app: OpenEnv 0.10's ``HTTPEnvServer`` routes (``/ws`` sessions, ``/reset``,
+``/step``, ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``) in simulation mode, with at most
+``max_sessions`` concurrent sessions (OpenEnv's ``max_concurrent_envs``); ``GET /sessions`` (how many sessions and
+episodes are open: what a caller checks after a client was killed); an error of a reset or step over HTTP as JSON
+``{"detail": "<kind>: <message>"}`` with 400 or 500; all of it behind the guard (dropped clients, request size,
+idle sessions, secrets). :func:`serve` runs it with uvicorn on a socket of its own, on 127.0.0.1 unless told
+otherwise, and closes the backend at the end.
+
+Holds:
+    build_app   the guarded ASGI app of a backend
+    serve       run the server until SIGINT / SIGTERM
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import logging
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from . import require_openenv
+
+require_openenv()
+
+import uvicorn  # noqa: E402
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+from openenv.core.env_server.http_server import HTTPEnvServer  # noqa: E402
+
+from .backend import Backend  # noqa: E402
+from .environment import ConvCodeWorldService, Refused  # noqa: E402
+from .guard import Guard  # noqa: E402
+from .models import CodeAction, EpisodeState, FeedbackObservation  # noqa: E402
+from .secrets import Secrets  # noqa: E402
+
+__all__ = ["build_app", "serve"]
+
+#: The OpenEnv HTTP API version the routes follow (``openenv validate``'s profile ``openenv-http/1.x``, as OpenEnv's
+#: own apps declare it); the package's version is in ``/metadata``.
+OPENENV_HTTP_VERSION = "1.0.0"
+#: uvicorn's own WebSocket message limit, as a multiple of the server's: messages between the two get the guard's
+#: clear refusal; larger ones close the connection (1009).
+_WS_MAX_SIZE_FACTOR = 4
+
+
+def build_app(backend: Backend, secrets: Secrets | None = None) -> Guard:
+    """The server's ASGI app for ``backend``: OpenEnv's routes, ``/sessions``, behind the guard.
+
+    Args:
+        backend: what every session shares.
+        secrets: masked in everything sent; default the simulated user's key from the environment
+            (:meth:`~.secrets.Secrets.from_environment`).
+    """
+    secrets = Secrets.from_environment() if secrets is None else secrets
+    server = HTTPEnvServer(
+        functools.partial(ConvCodeWorldService, backend),
+        CodeAction,
+        FeedbackObservation,
+        max_concurrent_envs=backend.limits.max_sessions,
+        env_name="convcodeworld",
+        state_cls=EpisodeState,
+    )
+    app = FastAPI(
+        title="ConvCodeWorld episode server (OpenEnv)",
+        version=OPENENV_HTTP_VERSION,
+        description="ConvCodeWorld's live ids over OpenEnv's protocol: play episodes over the /ws WebSocket.",
+    )
+    server.register_routes(app, mode="simulation")
+
+    @app.get("/sessions", tags=["Health"], summary="Open sessions and episodes")
+    async def sessions() -> dict[str, int]:
+        """OpenEnv's open sessions (``/ws`` connections), the server's limit, and the envs open on the backend."""
+        return {"active_sessions": server.active_sessions, "max_sessions": server.max_concurrent_envs,
+                "live_episodes": backend.live_episodes}
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, exc: Refused) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "kind": exc.kind}, status_code=exc.status)
+
+    return Guard(app, max_request_bytes=backend.limits.max_request_bytes, idle_timeout_s=backend.limits.idle_timeout_s,
+                 secrets=secrets)
+
+
+def _loopback(host: str) -> bool:
+    """
+    >>> _loopback("127.0.0.1"), _loopback("localhost"), _loopback("0.0.0.0"), _loopback("::1")
+    (True, True, False, True)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(backend: Backend, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+          announce: Callable[[str], Any] = print) -> None:
+    """Serve ``backend`` until SIGINT or SIGTERM, then close it.
+
+    Logs to stderr at ``log_level`` (uvicorn's requests, and each refused reset or step: the caller's errors at INFO,
+    the server's at WARNING). Binds ``host:port`` (port 0: a free port), chooses the task set (the first env), masks the simulated user's key in
+    every log record of the process, then calls ``announce`` with the base URL (``http://HOST:PORT``; by default it
+    is printed as the first line of stdout, for scripts) and serves. A host other than a loopback address is
+    reachable from the network, and the server has no authentication: anyone who reaches it runs programs in its
+    sandbox, so bind one only behind a firewall or a proxy that authenticates (a warning says so).
+    """
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    secrets = Secrets.from_environment()
+    secrets.guard_logs()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+        bound = sock.getsockname()[1]
+        if not _loopback(host):
+            print(f"WARNING: serving on {host}:{bound}, reachable from the network; the server has no authentication "
+                  "(anyone who reaches it runs programs in its sandbox): keep it behind a firewall or an authenticating "
+                  "proxy", file=sys.stderr)
+        backend.release(backend.make_env())  # choose the task set now, not in the first session
+        app = build_app(backend, secrets)
+        config = uvicorn.Config(app, log_level=log_level, ws_max_size=_WS_MAX_SIZE_FACTOR * backend.limits.max_request_bytes,
+                                lifespan="on", timeout_graceful_shutdown=5)
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        announce(f"http://{shown}:{bound}")
+        sys.stdout.flush()
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+        backend.close()

@@ -1,0 +1,189 @@
+"""What every session of one episode server shares: the ids it serves, the task set, one executor, the limits.
+
+A server (:mod:`.app`) has one :class:`Backend`. Each session (:class:`~.environment.ConvCodeWorldService`) asks it
+for an env of the id its ``reset`` names (:meth:`Backend.make_env`) and gives the env back when the session ends
+(:meth:`Backend.release`). Every env it makes runs its programs on the backend's one executor (a
+:class:`~convcodeworld_gym.sandbox.SandboxExecutor`, a ``DockerExecutor`` or a ``RayExecutor``: its pool queues
+the runs of all sessions fairly, first come first served) and plays the backend's one task set, chosen once (the
+tasks the executor's runtime can serve, as ``gym.make`` chooses them), so that a session starts in milliseconds.
+No secret is held here: the simulated user reads its key from the environment when an env builds it.
+
+Holds:
+    Backend        the shared executor, task set, ids and limits; makes and releases the sessions' envs
+    ServerLimits   sessions, request size, episode time and idle time, each with its ``convcodeworld serve`` flag
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from ..combos import FeedbackConfig
+from ..env import ConvCodeWorldEnv
+from ..registration import LIVE_IDS, env_id
+from ..sandbox import Executor
+from ..tasks import DatasetSpec, TaskSet
+
+__all__ = ["Backend", "ServerLimits"]
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What a server allows one caller; each limit's breach is refused with a message that names the limit, its
+    value and its flag (:class:`~convcodeworld_gym.errors.ServerLimitError`).
+
+    Attributes:
+        max_sessions: WebSocket sessions at once (``--max-sessions``); one more is refused (OpenEnv's
+            ``CAPACITY_REACHED``) until one ends.
+        max_request_bytes: the largest request: a WebSocket message or an HTTP body (``--max-request-bytes``).
+        max_episode_s: seconds from an episode's ``reset`` to its end (``--max-episode-s``); a step still running
+            then is cancelled, and the episode is over (a new ``reset`` starts another). ``None``: no limit.
+        idle_timeout_s: seconds a session may send nothing while the server waits for it (``--idle-timeout-s``);
+            then the server closes it. Time spent in a reset or step never counts. ``None``: no limit.
+
+    >>> ServerLimits(max_sessions=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: ServerLimits.max_sessions must be >= 1, got 0
+    """
+
+    max_sessions: int = 256
+    max_request_bytes: int = 4 * 2**20
+    max_episode_s: float | None = 3600.0
+    idle_timeout_s: float | None = 600.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_sessions", "max_request_bytes"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"ServerLimits.{name} must be >= 1, got {getattr(self, name)!r}")
+        for name in ("max_episode_s", "idle_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"ServerLimits.{name} must be > 0 or None (no limit), got {value!r}")
+
+
+class Backend:
+    """The executor, task set, ids and limits every session of a server shares.
+
+    Args:
+        default_id: the id a ``reset`` without ``env_id`` plays (an id or a combination, ``"CF-EF_full"``).
+        dataset, stdlib_only, limit: the task set (as for ``gym.make``), chosen once for all sessions.
+        executor: runs every session's programs. Shared by all the envs; closed by :meth:`close` when
+            ``owns_executor``.
+        ids: the ids the server plays (default: the 9 live ids).
+        max_turns: feedback turns after turn 0 of every episode.
+        feedback_style: the envs' execution feedback text (``"reference"`` or ``"rich"``).
+        simulator_kwargs: how SNF / SEF envs build their simulated user (``backend``, ``model``, ``base_url``);
+            its key comes from the environment, never from here.
+        limits: the limits of every session.
+
+    Envs are made in a thread of the caller's choosing (``make_env`` blocks: the first one chooses the task set,
+    which may ask the runtime what it lacks). ``live_episodes`` counts the envs made and not yet released.
+    """
+
+    def __init__(
+        self,
+        default_id: str,
+        *,
+        dataset: DatasetSpec,
+        executor: Executor,
+        owns_executor: bool = True,
+        stdlib_only: bool = False,
+        limit: int | None = None,
+        ids: Sequence[str] = LIVE_IDS,
+        max_turns: int = 10,
+        feedback_style: str = "reference",
+        simulator_kwargs: Mapping[str, Any] | None = None,
+        limits: ServerLimits = ServerLimits(),
+    ) -> None:
+        self.ids: tuple[str, ...] = tuple(ids)
+        unknown = [i for i in self.ids if i not in LIVE_IDS]
+        if unknown:
+            raise ValueError(f"a server plays live ids only ({', '.join(LIVE_IDS)}); not {unknown}")
+        self.default_id = self.env_id_of(default_id)
+        self.executor, self.owns_executor = executor, owns_executor
+        self.dataset, self.stdlib_only, self.limit = dataset, stdlib_only, limit
+        self.max_turns, self.feedback_style = max_turns, feedback_style
+        self.simulator_kwargs = dict(simulator_kwargs or {})
+        self.limits = limits
+        self._tasks: TaskSet | None = None
+        self._lock = threading.Lock()
+        self._live = 0
+
+    def env_id_of(self, name: str | None) -> str:
+        """The served id ``name`` names (an id or a combination; None: the default id).
+
+        Raises:
+            ValueError: ``name`` names no id this server plays; the message lists them.
+        """
+        if name is None:
+            return self.default_id
+        if not isinstance(name, str):
+            raise ValueError(f"env_id must be a string, got {type(name).__name__}")
+        try:
+            full = name if name in gym.registry else env_id(name)
+        except ValueError:
+            full = name
+        if full not in self.ids:
+            raise ValueError(f"env_id {name!r} is not played here; this server plays: {', '.join(self.ids)}")
+        return full
+
+    def make_env(self, name: str | None = None) -> ConvCodeWorldEnv:
+        """A fresh env of ``name`` (see :meth:`env_id_of`) on the shared executor and task set; blocks. Give it
+        back with :meth:`release`."""
+        full = self.env_id_of(name)
+        kwargs: dict[str, Any] = {"executor": self.executor, "max_turns": self.max_turns, "feedback_style": self.feedback_style}
+        if FeedbackConfig.parse(gym.registry[full].kwargs["feedback"]).verbal != "none":  # SNF / SEF
+            kwargs["simulator_kwargs"] = dict(self.simulator_kwargs)
+        with self._lock:
+            if self._tasks is None:  # the first env chooses the task set the runtime can serve; later ones reuse it
+                env = gym.make(full, dataset=self.dataset, stdlib_only=self.stdlib_only, limit=self.limit, **kwargs)
+                self._tasks = env.unwrapped.tasks
+            else:
+                env = gym.make(full, dataset=self._tasks, **kwargs)
+            self._live += 1
+        return env  # type: ignore[return-value]
+
+    def release(self, env: gym.Env) -> None:
+        """Close an env :meth:`make_env` made (its own simulated user; never the shared executor)."""
+        try:
+            env.close()
+        finally:
+            with self._lock:
+                self._live -= 1
+
+    @property
+    def live_episodes(self) -> int:
+        """Envs made and not yet released (one per session that has reset)."""
+        return self._live
+
+    @property
+    def tasks(self) -> TaskSet | None:
+        """The task set every session plays, once the first env has chosen it."""
+        return self._tasks
+
+    def describe(self) -> dict[str, Any]:
+        """What a caller may know of the server: ids, task set, turns, limits (never a key or an endpoint)."""
+        tasks = self._tasks
+        return {
+            "ids": list(self.ids),
+            "default_id": self.default_id,
+            "tasks": None if tasks is None else {"name": tasks.name, "count": len(tasks)},
+            "max_turns": self.max_turns,
+            "feedback_style": self.feedback_style,
+            "limits": {
+                "max_sessions": self.limits.max_sessions,
+                "max_request_bytes": self.limits.max_request_bytes,
+                "max_episode_s": self.limits.max_episode_s,
+                "idle_timeout_s": self.limits.idle_timeout_s,
+            },
+        }
+
+    def close(self) -> None:
+        """Close the executor if the backend owns it. Envs still live are the sessions' to release."""
+        if self.owns_executor:
+            self.executor.close()

@@ -1,0 +1,210 @@
+"""One session of the episode server: OpenEnv's ``Environment`` over a ConvCodeWorld env, awaited.
+
+OpenEnv makes one :class:`ConvCodeWorldService` per WebSocket session (and one per stateless HTTP request) and
+awaits its ``reset_async`` / ``step_async`` on the server's one event loop. Those await the env's ``areset`` /
+``astep`` (its sandbox run in the shared executor's pool, its simulated user through its async client), so no
+session ever waits on another.
+
+``reset`` takes, besides OpenEnv's ``seed`` and ``episode_id``: ``env_id`` (an id or a combination the server plays;
+default: the server's id), and ``task_id`` or ``task_index`` (default: a task drawn with ``seed``). Anything else is
+refused, by name: a client chooses the episode, never the server's executor, endpoint or key. ``step`` takes a
+:class:`~.models.CodeAction`. An episode ends when its program passes, after its last turn, when the infrastructure
+lost its run (``metadata["info"]["infra_error"]``, reward ``None``) or when it runs past ``max_episode_s``; a step
+after that is refused until the next ``reset``.
+
+An error reaches the client as ``"<kind>: <message>"`` (``"UnknownTaskError: ..."``, ``"ResetNeeded: ..."``,
+``"ServerLimitError: ..."``): over the WebSocket as OpenEnv's ``EXECUTION_ERROR``, over HTTP as a 400 (the
+caller's error) or a 500 (the server's) with that ``detail``. A reset or step whose client went away meanwhile is
+cancelled (:func:`~.guard.unless_client_gone`); the session is then closed by OpenEnv, and its env given back.
+
+Holds:
+    ConvCodeWorldService  the session
+    Refused               the error a reset or step ends with: the cause, its kind, its HTTP status
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from . import require_openenv
+
+require_openenv()
+
+from openenv.core.env_server.interfaces import Environment  # noqa: E402
+from openenv.core.env_server.types import EnvironmentMetadata  # noqa: E402
+
+from .. import __version__  # noqa: E402
+from ..aio import run_sync  # noqa: E402
+from ..env import ConvCodeWorldEnv  # noqa: E402
+from ..errors import ResetNeeded, ServerLimitError, UnknownTaskError  # noqa: E402
+from .backend import Backend  # noqa: E402
+from .guard import ClientGone, unless_client_gone  # noqa: E402
+from .models import CodeAction, EpisodeState, FeedbackObservation, info_to_json  # noqa: E402
+
+__all__ = ["ConvCodeWorldService", "Refused"]
+
+_log = logging.getLogger(__name__)
+RESET_ARGUMENTS = ("seed", "episode_id", "env_id", "task_id", "task_index")
+#: The errors a request causes (a bad argument, an unknown task, no episode, a limit): HTTP 400. Any other (the
+#: simulated user's endpoint down, a run lost, a bug) is the server's: HTTP 500.
+_CALLERS_ERRORS = (ResetNeeded, ServerLimitError, UnknownTaskError, ValueError, TypeError, ClientGone)
+
+
+class Refused(Exception):
+    """A reset or step that did not happen: ``str()`` is ``"<kind>: <message>"``, ``status`` 400 when the request
+    was at fault (a bad argument, no episode, a limit), else 500."""
+
+    def __init__(self, cause: BaseException) -> None:
+        self.cause, self.kind = cause, type(cause).__name__
+        self.status = 400 if isinstance(cause, _CALLERS_ERRORS) else 500
+        text = str(cause.args[0]) if isinstance(cause, KeyError) and cause.args else str(cause)  # KeyError: no quotes
+        super().__init__(f"{self.kind}: {text}")
+
+
+def _refused(call: str, exc: Exception) -> Refused:
+    """``exc`` as a :class:`Refused`, logged: the caller's errors at INFO, the server's at WARNING with the traceback."""
+    refused = Refused(exc)
+    if refused.status == 400:
+        _log.info("%s refused: %s", call, refused)
+    else:
+        _log.warning("%s failed: %s", call, refused, exc_info=exc)
+    return refused
+
+
+class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeState]):
+    """One session: at most one episode at a time, on an env the :class:`~.backend.Backend` makes for the id its
+    ``reset`` names (kept while the id stays the same) and takes back when the session closes.
+
+    Args:
+        backend: what the server's sessions share (executor, task set, ids, limits).
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS = True  # each session its own env; all share the backend's executor, which queues fairly
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__()
+        self.backend = backend
+        self._env: ConvCodeWorldEnv | None = None
+        self._state = EpisodeState(env_id=backend.default_id, done=True)
+        self._deadline: float | None = None
+
+    # ------------------------------------------------------------------ reset
+
+    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> FeedbackObservation:
+        """Start an episode (see the module for the arguments); the observation of turn 0."""
+        try:
+            return await self._reset(seed, episode_id, kwargs)
+        except Exception as exc:
+            raise _refused("reset", exc) from exc
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> FeedbackObservation:
+        """:meth:`reset_async` from blocking code (OpenEnv awaits ``reset_async`` itself)."""
+        return run_sync(self.reset_async(seed=seed, episode_id=episode_id, **kwargs))
+
+    async def _reset(self, seed: int | None, episode_id: str | None, kwargs: dict[str, Any]) -> FeedbackObservation:
+        unknown = sorted(set(kwargs) - set(RESET_ARGUMENTS))
+        if unknown:
+            raise ValueError(f"unknown reset argument(s) {unknown}; reset takes {', '.join(RESET_ARGUMENTS)}")
+        if "task_id" in kwargs and "task_index" in kwargs:
+            raise ValueError("pass task_id or task_index, not both")
+        full = self.backend.env_id_of(kwargs.get("env_id"))
+        if self._env is None or self._state.env_id != full:
+            await asyncio.to_thread(self._release)
+            self._env = await asyncio.to_thread(self.backend.make_env, full)
+        self._state = EpisodeState(env_id=full, done=True)  # until the reset below has happened
+        options = {key: kwargs[key] for key in ("task_id", "task_index") if key in kwargs}
+        obs, info = await unless_client_gone(self._env.areset(seed=seed, options=options))
+        limit = self.backend.limits.max_episode_s
+        self._deadline = None if limit is None else time.monotonic() + limit
+        self._state = EpisodeState(episode_id=episode_id or uuid.uuid4().hex, step_count=0, env_id=full,
+                                   task_id=info["task_id"], turn=obs["turn"], done=False)
+        return self._observation(obs, None, False, False, info)
+
+    # ------------------------------------------------------------------- step
+
+    async def step_async(self, action: CodeAction, timeout_s: float | None = None, **kwargs: Any) -> FeedbackObservation:
+        """Judge one reply of the episode; the feedback the id shows, the reward, ``done``."""
+        try:
+            return await self._step(action)
+        except Exception as exc:
+            raise _refused("step", exc) from exc
+
+    def step(self, action: CodeAction, timeout_s: float | None = None, **kwargs: Any) -> FeedbackObservation:
+        """:meth:`step_async` from blocking code (OpenEnv awaits ``step_async`` itself)."""
+        return run_sync(self.step_async(action))
+
+    async def _step(self, action: CodeAction) -> FeedbackObservation:
+        if not isinstance(action, CodeAction):
+            raise TypeError(f"a step takes a CodeAction ({{'reply': ...}}), got {type(action).__name__}")
+        if self._env is None or self._state.task_id is None:
+            raise ResetNeeded(
+                "no episode in this session: send reset first. (Over HTTP, /step cannot continue an episode: OpenEnv's "
+                "HTTP routes make a fresh env per request; play episodes over the /ws WebSocket, e.g. with "
+                "convcodeworld_gym.service.ConvCodeWorldClient.)")
+        if self._state.done:
+            raise ResetNeeded(f"the episode of {self._state.task_id} is over: send reset to play another")
+        remaining = None if self._deadline is None else self._deadline - time.monotonic()
+        try:
+            if remaining is not None and remaining <= 0:
+                raise asyncio.TimeoutError
+            obs, reward, terminated, truncated, info = await asyncio.wait_for(unless_client_gone(self._env.astep(action.reply)),
+                                                                              remaining)
+        except asyncio.TimeoutError:
+            self._state.done = True
+            raise ServerLimitError(
+                f"the episode of {self._state.task_id} ran past this server's limit of {self.backend.limits.max_episode_s:g} s "
+                "from its reset (convcodeworld serve --max-episode-s); it is over (a step still running was cancelled): "
+                "send reset to play another", "max_episode_s") from None
+        done = bool(terminated or truncated)
+        self._state.step_count += 1
+        self._state.turn, self._state.done = obs["turn"], done
+        lost = info.get("infra_error") is not None  # no verdict: the reward is None, never a 0
+        return self._observation(obs, None if lost else float(reward), bool(terminated), bool(truncated), info)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> EpisodeState:
+        """The session's id, task, turn and whether its episode is over."""
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        """The server's name, version and what it plays (ids, task set, turns); nothing else of its configuration."""
+        described = self.backend.describe()
+        tasks = described["tasks"]
+        played = f"{tasks['name']} ({tasks['count']} tasks)" if tasks else "the server's task set"
+        return EnvironmentMetadata(
+            name="convcodeworld",
+            description=(
+                "ConvCodeWorld (ICLR 2025): multi-turn code generation with compilation, execution and verbal feedback, "
+                f"judged by a confined sandbox. Ids: {', '.join(described['ids'])} (default {described['default_id']}); "
+                f"tasks: {played}; {described['max_turns']} feedback turns. Play episodes over the /ws WebSocket: "
+                "reset(env_id=..., task_id=... or task_index=..., seed=...), then step({'reply': <the model's reply or "
+                "code>}) until done."
+            ),
+            version=__version__,
+        )
+
+    # ------------------------------------------------------------------ close
+
+    def close(self) -> None:
+        """Give the session's env back to the backend (its simulated user closed; the shared executor kept)."""
+        self._release()
+
+    def _release(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            self.backend.release(env)
+
+    # --------------------------------------------------------------- helpers
+
+    def _observation(self, obs: dict[str, Any], reward: float | None, terminated: bool, truncated: bool,
+                     info: dict[str, Any]) -> FeedbackObservation:
+        return FeedbackObservation(
+            **obs, task_id=str(info["task_id"]), env_id=self._state.env_id, done=terminated or truncated, reward=reward,
+            metadata={"terminated": terminated, "truncated": truncated, "info": info_to_json(info)},
+        )
