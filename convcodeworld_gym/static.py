@@ -256,6 +256,10 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         del code
         return self._last_obs["verbal_feedback"] if self._last_obs is not None else None
 
+    async def auser_feedback_for(self, code: str) -> str | None:
+        """:meth:`user_feedback_for`, for the awaited protocol: the logged words, nothing to wait for."""
+        return self.user_feedback_for(code)
+
     def rounds(self) -> Iterator[BanditRound]:
         """Every static turn of every task as a contextual-bandit round, task by task, turn by turn.
 

@@ -132,6 +132,19 @@ def test_the_protocol_and_the_recorder_await_the_same_episode(tmp_path, uncached
     assert read_turns(tmp_path / "awaited") == read_turns(tmp_path / "blocking") != []
 
 
+@pytest.mark.parametrize("combination", ["CF-EF_full-SEF", "CF-EF_partial-SNF"])
+def test_the_protocol_awaits_a_convcodebench_replay_as_it_steps_it(combination, uncached, reference_logs):
+    """ReferenceProtocol over a ConvCodeBench id: the user's words are the logged ones, awaited as read."""
+    def make() -> gym.Env:
+        return ReferenceProtocol(_make(f"ConvCodeBench-{combination}-v0", uncached, reference_logs))
+
+    blocking_env, awaited_env = make(), make()
+    blocking, awaited = _blocking(blocking_env), asyncio.run(_awaited(awaited_env))
+    blocking_env.close(), awaited_env.close()
+    assert awaited == blocking
+    assert any(obs["verbal_feedback"] for obs, *_ in (e for e in blocking if len(e) == 5))
+
+
 def test_an_env_takes_one_call_at_a_time_and_names_what_cannot_be_awaited(uncached):
     env = gym.make(env_id("CF-EF_full"), dataset="humaneval", task_ids=TASKS, executor=uncached)
 
