@@ -96,8 +96,12 @@ class Executor(abc.ABC):
             with _THREADS_LOCK:
                 threads = self.__dict__.get("_async_threads")
                 if threads is None:
-                    threads = self.__dict__["_async_threads"] = BoundedThreads(self.default_concurrency(), "arun")
+                    threads = self.__dict__["_async_threads"] = BoundedThreads(self.arun_threads(), "arun")
         return threads
+
+    def arun_threads(self) -> int:
+        """How many threads the pool of :meth:`arun` has: by default one per slot (:meth:`default_concurrency`)."""
+        return self.default_concurrency()
 
     def prepare(self, task: Task) -> None:
         """Get ready to run ``task`` soon: the env calls it when an episode of ``task`` begins (``reset``), so

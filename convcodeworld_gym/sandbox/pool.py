@@ -28,6 +28,7 @@ from .executor import Executor, Limits
 from .judge import judge_facts, judge_source
 from .judge_policy import Mode, calibration_modes, check_judge, flagged_constructs, refusal, run_mode
 from .launch import Launcher, LocalLauncher, WorkerProcess
+from .lending import IdleWatch, RunTokens, Watched
 from .local import MODULE_NAME, assemble
 from .messages import Job, Ready, Reply, RunReply, WorkerConfig, WorkerFailed, reply_from_wire
 from .profile import IMPORT_PROFILES, ProfileStore, TaskProfile, TimePolicy, import_profile, profile_for, profile_key
@@ -202,6 +203,11 @@ class SandboxExecutor(Executor):
     ``settings.run_cpus`` CPUs (default: the machine's CPUs divided by ``workers``, at least one) and
     ``settings.max_processes`` tasks as a whole, and ended at once at a limit; ``details["confinement"]["cpu_bound"]``
     says which bound holds.
+    At most ``workers`` runs compute at once; with ``lend_idle`` (the default), a run whose slot's cgroup counts
+    almost no CPU for a second (it sleeps, it blocks) lends its place to the next run in line, which starts on
+    another slot, and takes it back as soon as it computes again (:mod:`.lending`; ``details["lent_s"]``): a slow
+    program that waits on nothing holds only its own slot, never the CPUs. Groups then grow to ``2 × workers``
+    slots at most.
     Identical (tests, program, runtime) runs are answered from ``cache``.
 
     A run the infrastructure lost is retried once, on a freshly started worker, with its full time limits
@@ -244,6 +250,8 @@ class SandboxExecutor(Executor):
         python: the same as ``runtime=`` given a Python executable (kept for compatibility).
         launcher: where workers run (default: :class:`~.launch.LocalLauncher`, child processes of this one;
             :class:`~.docker.DockerExecutor` passes a container launcher).
+        lend_idle: let a run that uses no CPU lend its place (above); it needs the slot's cgroup and its CPU count,
+            so it does nothing elsewhere (no cgroup, v1 without ``cpuacct``, containers).
 
     >>> from convcodeworld_gym.tasks import load_tasks
     >>> task = load_tasks("humaneval")["HumanEval/0"]
@@ -270,6 +278,7 @@ class SandboxExecutor(Executor):
         runtime: str | os.PathLike[str] | None = None,
         python: str | None = None,
         launcher: Launcher | None = None,
+        lend_idle: bool = True,
     ) -> None:
         check_judge(judge)
         self.limits = limits or Limits()
@@ -299,7 +308,9 @@ class SandboxExecutor(Executor):
         self._concurrency = n
         # Each slot's runs may use this many CPUs at most where the slot has a cgroup (launch.Launcher.slot_bound).
         self._run_cpus = self.settings.run_cpus or max(1.0, _available_cpus() / n)
-        self._running = threading.BoundedSemaphore(n)  # at most n runs at once, whatever their profiles
+        self._tokens = RunTokens(n)  # at most n runs compute at once, whatever their profiles
+        self._watch = IdleWatch(self._tokens) if lend_idle else None
+        self._slot_cap = 2 * n if lend_idle else n  # a group's most slots: those in use plus the lent ones
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []  # every slot of every group; a slot's number is its index
         self._groups: dict[str, _Group] = {}
@@ -316,6 +327,10 @@ class SandboxExecutor(Executor):
 
     def default_concurrency(self) -> int:
         return self._concurrency if hasattr(self, "_concurrency") else super().default_concurrency()
+
+    def arun_threads(self) -> int:
+        """As many threads as slots can be in use: with lending, the runs in line behind idle ones reach the pool."""
+        return self._slot_cap
 
     @property
     def confinement(self) -> dict[str, Any]:
@@ -421,6 +436,8 @@ class SandboxExecutor(Executor):
 
     def close(self) -> None:
         self._closed = True
+        if self._watch is not None:
+            self._watch.close()
         for worker in self._workers:
             worker.release()
         self._launcher.close()
@@ -515,9 +532,10 @@ class SandboxExecutor(Executor):
         return (*_EVERY_GROUP, *self.preload)
 
     def _new_slot(self, group: _Group) -> _Worker | None:
-        """A new slot (its worker not started yet) for ``group``, or None when it has ``workers`` slots already."""
+        """A new slot (its worker not started yet) for ``group``, or None when it has its most slots already
+        (``workers``, twice that with lending)."""
         with self._lock:
-            if group.size >= self._concurrency:
+            if group.size >= self._slot_cap:
                 return None
             worker = _Worker(len(self._workers), self.settings, group.preload, self._launcher, self._run_cpus)
             self._workers.append(worker)
@@ -532,17 +550,30 @@ class SandboxExecutor(Executor):
             return self._new_slot(group) or group.idle.get()
 
     def _take(self, task: Task, program: str) -> tuple[_Group, _Worker]:
-        self._running.acquire()
+        self._tokens.take()
         try:
             group = self._group(self.group_of(task, program))
             return group, self._take_from(group)
         except BaseException:
-            self._running.release()
+            self._tokens.give()
             raise
 
-    def _give(self, group: _Group, worker: _Worker) -> None:
+    def _give(self, group: _Group, worker: _Worker, watched: int | None = None) -> Watched | None:
+        """Put ``worker`` back and give its run's token back (a watched run's, unless it is lent: given already);
+        returns the watched run."""
         group.idle.put(worker)
-        self._running.release()
+        if watched is None:
+            self._tokens.give()
+            return None
+        assert self._watch is not None
+        return self._watch.remove(watched)
+
+    def _watch_run(self, worker: _Worker) -> int | None:
+        """Watch the run about to start on ``worker`` for lending (:mod:`.lending`), where its slot counts CPU."""
+        slot = worker._cgroup  # noqa: SLF001 - the slot's own cgroup, made by its worker's first start
+        if self._watch is None or slot is None or slot.cpu_seconds() is None:
+            return None
+        return self._watch.add(Watched(slot.cpu_seconds))
 
     def _ensure(self, worker: _Worker) -> None:
         if self._closed:
@@ -596,6 +627,7 @@ class SandboxExecutor(Executor):
         group, worker = self._take(task, program)
         lost: str | None = None
         reply: Reply | None = None
+        watched: int | None = None
         try:
             if fresh:
                 worker.stop()
@@ -604,6 +636,7 @@ class SandboxExecutor(Executor):
                                        "confinement": {**worker.confinement, "network": network},
                                        "uid": worker.confinement.get("uid"), "judge": mode.value,
                                        "forgeable": mode is Mode.INPROCESS, "worker": worker.slot, "worker_group": group.name}
+            watched = self._watch_run(worker)
             try:
                 reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)
             except WorkerDied as exc:  # died from outside, or hung: the program cannot reach its worker
@@ -618,7 +651,9 @@ class SandboxExecutor(Executor):
                 worker.stop()
                 self.replaced_workers += 1  # started afresh by the next run on this slot
         finally:
-            self._give(group, worker)
+            run = self._give(group, worker, watched)
+        if run is not None and run.lent_s:
+            details["lent_s"] = round(run.lent_s, 3)
         if lost is not None:
             return ExecutionResult(tests=(), infra_error=f"{lost}; the worker was replaced",
                                    wall_time_s=time.monotonic() - started, details=details)

@@ -26,7 +26,7 @@ holds it otherwise (a container's ``--cpus`` and ``--pids-limit``, ``RLIMIT_NPRO
 Holds:
     CgroupTree         where slots' cgroups are made: one cgroup v2 dir, or a dir per v1 controller
     find_tree          the tree under a cgroup mount point (``/sys/fs/cgroup``), or why there is none to use
-    SlotCgroup         one slot's cgroup: make, join, kill, remove; ``describe()`` for ``details["confinement"]``
+    SlotCgroup         one slot's cgroup: make, join, kill, remove, its CPU count; ``describe()`` for ``details["confinement"]``
     CgroupUnavailable  no cgroup can be made here, and why
     DEFAULT_ROOT       where Linux mounts its cgroup file systems (``/sys/fs/cgroup``)
 """
@@ -50,9 +50,10 @@ _FREEZE_WAIT_S = 0.05
 _SIGNAL_ROUNDS_S = 0.25
 _EMPTY_WAIT_S = 5.0
 _POLL_S = 0.002
-#: The v1 controllers a slot's cgroup is made in; ``freezer`` is optional (without it a run is ended by signals).
+#: The v1 controllers a slot's cgroup is made in; ``freezer`` is optional (without it a run is ended by signals), and
+#: so is ``cpuacct`` where it is a hierarchy apart from ``cpu`` (without it :meth:`SlotCgroup.cpu_seconds` is None).
 _V1_NEEDED = ("cpu", "pids")
-_V1_OPTIONAL = ("freezer",)
+_V1_OPTIONAL = ("freezer", "cpuacct")
 
 
 class CgroupUnavailable(Exception):
@@ -90,8 +91,8 @@ def find_tree(root: str = DEFAULT_ROOT, proc_cgroup: str = "/proc/self/cgroup") 
     parents = {}
     for controller in (*_V1_NEEDED, *_V1_OPTIONAL):
         mount = _v1_mount(root, controller)
-        if mount is None:
-            continue
+        if mount is None or any(_v1_mount(root, other) == mount for other in parents):
+            continue  # not mounted, or mounted with one listed already (``cpu,cpuacct``): one dir serves both
         nested = os.path.join(mount, own.get(controller, "/").lstrip("/"))
         parents[controller] = os.path.normpath(nested if os.path.isdir(nested) else mount)
     lacking = [c for c in _V1_NEEDED if c not in parents]
@@ -164,7 +165,8 @@ def _pids(directory: str) -> list[int]:
 class SlotCgroup:
     """One slot's cgroup, as made by :meth:`make` (its description crosses to the worker: :meth:`to_data`).
 
-    ``dirs``: v2 ``{"": dir}``; v1 one dir per controller (``cpu``, ``pids``, and ``freezer`` where mounted).
+    ``dirs``: v2 ``{"": dir}``; v1 one dir per controller (``cpu``, ``pids``, and ``freezer`` and ``cpuacct`` where
+    mounted apart).
     ``cpus``: the CPUs its runs may use at most (the quota, after any parent's); ``pids``: its most tasks.
     """
 
@@ -268,6 +270,20 @@ class SlotCgroup:
         except OSError:
             self._kill_listed()
         return self.empty(wait_s)
+
+    def cpu_seconds(self) -> float | None:
+        """The CPU time every process that ever ran in this cgroup has used, in seconds (the kernel's count: processes
+        that exited are in it too); None where the kernel keeps no count here (v1 without a ``cpuacct`` hierarchy)."""
+        try:
+            if self.version == 2:
+                for line in _read(os.path.join(self.dirs[""], "cpu.stat")).splitlines():
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) / 1e6
+                return None
+            directory = self.dirs.get("cpuacct", self.dirs["cpu"])
+            return int(_read(os.path.join(directory, "cpuacct.usage"))) / 1e9
+        except (OSError, ValueError):
+            return None
 
     def empty(self, wait_s: float = 0.0) -> bool:
         """True once no process is left in the cgroup, waiting up to ``wait_s`` seconds for it."""

@@ -1,0 +1,118 @@
+"""A run that waits on nothing lends its place (:mod:`convcodeworld_gym.sandbox.lending`): with one slot, a program
+that sleeps does not hold back the next run, a program that computes does, and a sleeper that wakes up to compute
+takes its place back. Real runs in real slots whose cgroups count their CPU (as root, with cgroups); elsewhere the
+executor never lends, and these skip saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from convcodeworld_gym.sandbox import Limits, SandboxExecutor
+from convcodeworld_gym.sandbox.confinement.slot_cgroup import CgroupUnavailable, SlotCgroup, find_tree
+from convcodeworld_gym.sandbox.lending import RunTokens
+
+from hostile_programs import SQUARE, texts
+
+LIMITS = Limits(suite_timeout_s=20.0, test_timeout_s=20.0)
+RIGHT = SQUARE.ground_truth
+SLEEPER = "import time\ntime.sleep(6)\ndef task_func(x):\n    return x * x\n"
+BUSY = "import time\nend = time.monotonic() + 5\nwhile time.monotonic() < end:\n    pass\ndef task_func(x):\n    return x * x\n"
+WAKER = ("import time\ntime.sleep(2.5)\nend = time.monotonic() + 5\nwhile time.monotonic() < end:\n    pass\n"
+         "def task_func(x):\n    return x * x\n")
+
+
+def _counts_cpu() -> bool:
+    """A slot's cgroup can be made here and counts its CPU."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        slot = SlotCgroup.make(find_tree(), f"ccw-test-lending-{os.getpid()}", 1.0, 64)
+    except (CgroupUnavailable, OSError):
+        return False
+    try:
+        return slot.cpu_seconds() is not None
+    finally:
+        slot.remove()
+
+
+pytestmark = pytest.mark.skipif(not _counts_cpu(), reason="LOUD SKIP: no slot cgroup with a CPU count here (root, "
+                                                           "cgroup v2, or v1 with cpuacct): the executor never lends")
+
+
+def _one_slot(lend_idle: bool = True) -> SandboxExecutor:
+    return SandboxExecutor(LIMITS, workers=1, preload=(), calibrate=False, cache=False, lend_idle=lend_idle)
+
+
+def _alongside(ex: SandboxExecutor, slow: str, after_s: float) -> tuple[float, float, object]:
+    """Run ``slow``; ``after_s`` later, run the right program. Returns (seconds until the right one was done,
+    seconds until the slow one was done, both from the start; the slow one's result)."""
+    ex.run(SQUARE, RIGHT)  # the slot's worker is warm
+    started = time.monotonic()
+    slow_result: list = []
+
+    def run_slow() -> None:
+        slow_result.append(ex.run(SQUARE, slow))
+        slow_result.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=run_slow)
+    thread.start()
+    time.sleep(after_s)
+    right = ex.run(SQUARE, RIGHT)
+    right_s = time.monotonic() - started
+    thread.join()
+    assert right.passed, texts(right)
+    return right_s, slow_result[1], slow_result[0]
+
+
+def test_a_sleeping_program_lends_its_place_and_keeps_its_own_verdict():
+    with _one_slot() as ex:
+        right_s, slow_s, slept = _alongside(ex, SLEEPER, after_s=0.5)
+    assert slept.passed, texts(slept)  # its own run is untouched: same limits, same slot
+    assert right_s < 4.5 < slow_s, (right_s, slow_s)  # done while the sleeper slept, on a second slot
+    assert slept.details["lent_s"] > 2.5, slept.details
+    assert slept.details["worker"] == 0
+
+
+def test_without_lending_the_sleeper_holds_the_only_slot():
+    with _one_slot(lend_idle=False) as ex:
+        right_s, slow_s, slept = _alongside(ex, SLEEPER, after_s=0.5)
+    assert right_s > 6.0 and "lent_s" not in slept.details, (right_s, slept.details)
+
+
+def test_a_program_that_computes_never_lends():
+    with _one_slot() as ex:
+        right_s, slow_s, busy = _alongside(ex, BUSY, after_s=0.5)
+    assert busy.passed and "lent_s" not in busy.details, busy.details
+    assert right_s >= slow_s - 0.5 and right_s > 5.0, (right_s, slow_s)  # it waited for the one slot
+
+
+def test_a_sleeper_that_wakes_up_takes_its_place_back():
+    with _one_slot() as ex:
+        right_s, slow_s, woke = _alongside(ex, WAKER, after_s=4.0)  # asked for while the waker computes
+    assert woke.passed, texts(woke)
+    assert 0.5 < woke.details["lent_s"] < 3.5, woke.details  # lent while it slept, no longer
+    assert right_s >= slow_s - 0.5, (right_s, slow_s)  # the slot was its own again: the right one waited
+
+
+def test_tokens_taken_back_into_debt_hold_new_runs_until_paid():
+    tokens = RunTokens(1)
+    tokens.take()
+    tokens.give()  # a run lends its token
+    tokens.take()  # the next run starts
+    tokens.take_back()  # the lender computes again: -1
+    started = threading.Event()
+
+    def third() -> None:
+        tokens.take()
+        started.set()
+
+    threading.Thread(target=third, daemon=True).start()
+    tokens.give()  # one run ends: the debt is paid, nothing free yet
+    assert not started.wait(0.3)
+    tokens.give()  # the other ends
+    assert started.wait(2.0)
