@@ -116,3 +116,37 @@ def test_tokens_taken_back_into_debt_hold_new_runs_until_paid():
     assert not started.wait(0.3)
     tokens.give()  # the other ends
     assert started.wait(2.0)
+
+
+# Red team: a program that falls idle to be lent a place, then computes just under the share that takes it back,
+# many at once, to crowd a correct CPU-bound program out of the CPUs it was promised.
+SNEAK = ("import time\ntime.sleep(1.6)\nend = time.monotonic() + 6\nwhile time.monotonic() < end:\n"
+         "    t = time.monotonic() + 0.045\n    while time.monotonic() < t:\n        pass\n    time.sleep(0.205)\n"
+         "def task_func(x):\n    return x * x\n")
+N = 1_500_000
+SUM = type(SQUARE)("lend/sum_of_squares", "Sum of the squares below n.", "def task_func(n):\n", "task_func",
+                   "    return sum(i * i for i in range(n))\n",
+                   "import unittest\nclass TestCases(unittest.TestCase):\n    def test_sum(self):\n"
+                   f"        self.assertEqual(task_func({N}), {sum(i * i for i in range(N))})\n")
+
+
+def test_sneaks_that_stay_lent_take_little_from_a_correct_neighbour():
+    with SandboxExecutor(LIMITS, workers=2, preload=(), calibrate=False, cache=False) as ex:
+        quiet = [ex.run(SUM, SUM.ground_truth) for _ in range(3)]
+        quiet_s = sorted(r.details["run_s"] for r in quiet)[1]
+        sneaks: list = []
+        threads = [threading.Thread(target=lambda: sneaks.append(ex.run(SQUARE, SNEAK))) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        time.sleep(2.5)  # the first ones have been lent places, the next ones started in them
+        loaded = []
+        while any(thread.is_alive() for thread in threads):
+            loaded.append(ex.run(SUM, SUM.ground_truth))
+        for thread in threads:
+            thread.join()
+    assert len(loaded) >= 3 and all(r.passed for r in loaded), [texts(r) for r in loaded if not r.passed][:1]
+    loaded_s = sorted(r.details["run_s"] for r in loaded)[len(loaded) // 2]
+    assert loaded_s <= 1.5 * quiet_s, f"lent sneaks slowed a correct run from {quiet_s:.3f} to {loaded_s:.3f} s"
+    assert all(r.passed for r in sneaks) and any(r.details.get("lent_s", 0) > 3 for r in sneaks), \
+        [r.details.get("lent_s") for r in sneaks]
+    assert max(r.details["worker"] for r in sneaks + loaded) < 4  # never more than 2 x workers slots
