@@ -31,6 +31,7 @@ Holds:
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import functools
 import threading
@@ -139,11 +140,18 @@ def _one(call: Call[T]) -> Plan[T]:
     return (yield call)
 
 
-class BoundedThreads:
-    """A FIFO pool of at most ``size`` threads whose calls are awaited: blocking work (an executor's runs) off the
-    event loop, first come first served, never more than ``size`` at once. A slow call holds one thread only.
+_MOST_THREADS = 4096  # what a pool's threads may number, whatever its capacity says
 
-    The threads stop when the pool is closed or garbage-collected; a call still running then finishes first.
+
+class BoundedThreads:
+    """A FIFO pool of threads whose calls are awaited: blocking work (an executor's runs) off the event loop, first
+    come first served, never more at once than its capacity. A slow call holds one thread only.
+
+    The capacity is ``size``, or what ``capacity()`` says each time a call could start (it may rise and fall: an
+    executor whose idle runs lend their places lets more calls run meanwhile; call :meth:`recheck` when it rose).
+    Calls wait in one queue in the order they came, whichever event loop they came from; a call cancelled while it
+    waits never runs. The threads stop when the pool is closed or garbage-collected; a call still running then
+    finishes first.
 
     >>> import asyncio
     >>> pool = BoundedThreads(2, "doc")
@@ -152,20 +160,58 @@ class BoundedThreads:
     >>> pool.close()
     """
 
-    def __init__(self, size: int, name: str) -> None:
+    def __init__(self, size: int, name: str, capacity: Callable[[], int] | None = None) -> None:
         if size < 1:
             raise ValueError(f"BoundedThreads needs size >= 1, got {size!r}")
         self.size = size
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"ccw-{name}")
+        self._capacity = capacity or (lambda: size)
+        self._waiting: collections.deque[tuple[Callable[..., Any], tuple[Any, ...], concurrent.futures.Future[Any]]] = (
+            collections.deque())
+        self._running = 0
+        self._lock = threading.Lock()
+        # Threads are made as calls start (never more than ran at once); the capacity, not the pool, bounds them.
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=_MOST_THREADS, thread_name_prefix=f"ccw-{name}")
         weakref.finalize(self, self._pool.shutdown, wait=False)
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in one of the pool's threads, awaited; queued behind earlier calls while all are busy."""
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._lock:
+            self._waiting.append((fn, args, future))
+            self._start_next()
+        return await asyncio.wrap_future(future)
+
+    def recheck(self) -> None:
+        """Start waiting calls that the capacity allows now (it rose)."""
+        with self._lock:
+            self._start_next()
 
     def close(self) -> None:
         """Stop taking calls; threads end once their current call returns. Idempotent."""
         self._pool.shutdown(wait=False)
+
+    def _start_next(self) -> None:
+        """With the lock held: start the calls at the head of the queue while the capacity allows."""
+        while self._waiting and self._running < self._capacity():
+            fn, args, future = self._waiting.popleft()
+            if not future.set_running_or_notify_cancel():  # its caller gave up while it waited
+                continue
+            self._running += 1
+            try:
+                self._pool.submit(self._run, fn, args, future)
+            except RuntimeError as exc:  # closed
+                self._running -= 1
+                future.set_exception(exc)
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], future: concurrent.futures.Future[Any]) -> None:
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - the caller's await raises it
+            future.set_exception(exc)
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._start_next()
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -79,9 +79,9 @@ class Executor(abc.ABC):
     async def arun(self, task: Task, program: str) -> ExecutionResult:
         """:meth:`run`, awaited: the same result, and the event loop is never blocked while it runs.
 
-        The default runs :meth:`run` in this executor's own FIFO pool of :meth:`default_concurrency` threads (one per
-        slot: worker, container or actor), so any number of episodes on one loop share the executor fairly, first
-        come first served, and a slow run holds one thread and its own slot only. A backend with a native async
+        The default runs :meth:`run` in this executor's own FIFO pool of threads, at most :meth:`arun_capacity` at once
+        (one per slot: worker, container or actor), so any number of episodes on one loop share the executor fairly,
+        first come first served, and a slow run holds one thread and its own slot only. A backend with a native async
         path may override it."""
         return await self._threads().call(self.run, task, program)
 
@@ -96,12 +96,20 @@ class Executor(abc.ABC):
             with _THREADS_LOCK:
                 threads = self.__dict__.get("_async_threads")
                 if threads is None:
-                    threads = self.__dict__["_async_threads"] = BoundedThreads(self.arun_threads(), "arun")
+                    threads = self.__dict__["_async_threads"] = BoundedThreads(self.default_concurrency(), "arun",
+                                                                                capacity=self.arun_capacity)
         return threads
 
-    def arun_threads(self) -> int:
-        """How many threads the pool of :meth:`arun` has: by default one per slot (:meth:`default_concurrency`)."""
+    def arun_capacity(self) -> int:
+        """How many calls of :meth:`arun` may run at once now: by default one per slot (:meth:`default_concurrency`).
+        An executor whose capacity rises calls :meth:`_arun_capacity_rose`."""
         return self.default_concurrency()
+
+    def _arun_capacity_rose(self) -> None:
+        """Start the awaited calls that wait, as many as :meth:`arun_capacity` allows now."""
+        threads = self.__dict__.get("_async_threads")
+        if threads is not None:
+            threads.recheck()
 
     def prepare(self, task: Task) -> None:
         """Get ready to run ``task`` soon: the env calls it when an episode of ``task`` begins (``reset``), so

@@ -90,10 +90,12 @@ class Watched:
 
 class IdleWatch:
     """Watches runs in flight (:meth:`add`, :meth:`remove`), lending the token of each that stays idle and taking
-    it back when it computes again. Its thread starts with the first run and stops at :meth:`close`."""
+    it back when it computes again; ``lent`` is how many are lent now, and ``on_lend`` is called (outside its lock)
+    after each lending. Its thread starts with the first run and stops at :meth:`close`."""
 
-    def __init__(self, tokens: RunTokens, every_s: float = WATCH_S) -> None:
-        self.tokens, self.every_s = tokens, every_s
+    def __init__(self, tokens: RunTokens, every_s: float = WATCH_S, on_lend: Callable[[], None] | None = None) -> None:
+        self.tokens, self.every_s, self.on_lend = tokens, every_s, on_lend
+        self.lent = 0
         self._watched: dict[int, Watched] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -115,6 +117,7 @@ class IdleWatch:
             run = self._watched.pop(key)
             if run.lent:
                 run.lent_s += time.monotonic() - run._lent_at
+                self.lent -= 1
             else:
                 self.tokens.give()
         return run
@@ -125,27 +128,33 @@ class IdleWatch:
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
             with self._lock:
-                runs = list(self._watched.values())
-                for run in runs:
-                    self._look_at(run, time.monotonic())
+                lent = sum([self._look_at(run, time.monotonic()) for run in list(self._watched.values())])
+            if lent and self.on_lend is not None:
+                self.on_lend()
 
-    def _look_at(self, run: Watched, now: float) -> None:
+    def _look_at(self, run: Watched, now: float) -> bool:
+        """Read ``run``'s CPU count; lend its token, or take one back, as its share since the last reading says.
+        True when it lent its token now."""
         used = run.cpu_seconds()
         if used is None:
-            return
+            return False
         last, run._last = run._last, (now, used)
         if last is None or now <= last[0]:
-            return
+            return False
         share = (used - last[1]) / (now - last[0])
         if run.lent:
             if share > BUSY_SHARE:  # it computes again: it needs a token of its own
                 self.tokens.take_back()
                 run.lent, run.lent_s, run._idle_since = False, run.lent_s + now - run._lent_at, None
-            return
+                self.lent -= 1
+            return False
         if share >= IDLE_SHARE:
             run._idle_since = None
-            return
+            return False
         run._idle_since = run._idle_since if run._idle_since is not None else last[0]
-        if now - run._idle_since >= IDLE_AFTER_S:
-            run.lent, run._lent_at = True, now
-            self.tokens.give()
+        if now - run._idle_since < IDLE_AFTER_S:
+            return False
+        run.lent, run._lent_at = True, now
+        self.lent += 1
+        self.tokens.give()
+        return True

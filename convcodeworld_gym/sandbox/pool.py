@@ -309,7 +309,7 @@ class SandboxExecutor(Executor):
         # Each slot's runs may use this many CPUs at most where the slot has a cgroup (launch.Launcher.slot_bound).
         self._run_cpus = self.settings.run_cpus or max(1.0, _available_cpus() / n)
         self._tokens = RunTokens(n)  # at most n runs compute at once, whatever their profiles
-        self._watch = IdleWatch(self._tokens) if lend_idle else None
+        self._watch = IdleWatch(self._tokens, on_lend=self._arun_capacity_rose) if lend_idle else None
         self._slot_cap = 2 * n if lend_idle else n  # a group's most slots: those in use plus the lent ones
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []  # every slot of every group; a slot's number is its index
@@ -328,9 +328,9 @@ class SandboxExecutor(Executor):
     def default_concurrency(self) -> int:
         return self._concurrency if hasattr(self, "_concurrency") else super().default_concurrency()
 
-    def arun_threads(self) -> int:
-        """As many threads as slots can be in use: with lending, the runs in line behind idle ones reach the pool."""
-        return self._slot_cap
+    def arun_capacity(self) -> int:
+        """One awaited run per slot, and one more for each run that lent its place (:mod:`.lending`) now."""
+        return self._concurrency + (self._watch.lent if self._watch is not None else 0)
 
     @property
     def confinement(self) -> dict[str, Any]:

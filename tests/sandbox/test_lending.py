@@ -6,6 +6,7 @@ executor never lends, and these skip saying so.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -76,6 +77,25 @@ def test_a_sleeping_program_lends_its_place_and_keeps_its_own_verdict():
     assert right_s < 4.5 < slow_s, (right_s, slow_s)  # done while the sleeper slept, on a second slot
     assert slept.details["lent_s"] > 2.5, slept.details
     assert slept.details["worker"] == 0
+
+
+def test_awaited_runs_behind_a_sleeper_start_once_it_lends_its_place():
+    """The awaited path's queue (one call per slot, first come first served) grows by the places lent."""
+    done: list[tuple[str, float]] = []
+    with _one_slot() as ex:
+        ex.run(SQUARE, RIGHT)
+
+        async def run(name: str, program: str) -> None:
+            result = await ex.arun(SQUARE, program)
+            assert result.passed, texts(result)
+            done.append((name, time.monotonic() - started))
+
+        async def main() -> None:
+            await asyncio.gather(run("sleeper", SLEEPER), *(run(f"right {i}", RIGHT) for i in range(3)))
+
+        started = time.monotonic()
+        asyncio.run(main())
+    assert [name for name, _ in done][-1] == "sleeper" and done[-2][1] < 4.5, done
 
 
 def test_without_lending_the_sleeper_holds_the_only_slot():
