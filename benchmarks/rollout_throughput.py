@@ -17,8 +17,9 @@ Per setting it prints:
   this process's tree missed most of the sandbox runs' time);
 * the same episodes played the old way: threads (``convcodeworld evaluate`` before, one thread per episode in
   flight, each blocking on its steps) and, on a few episodes, one after the other (sequential);
-* the event loop's worst lag and 99th percentile (a 5 ms heartbeat), and the memory of this process per episode
-  in flight (its peak RSS over its RSS before the run);
+* the event loop's worst lag and 99th percentile (a 5 ms heartbeat; ``--freeze-gc`` to see what the garbage
+  collector's pauses add), and the memory of this process per episode in flight (its peak RSS over its RSS before
+  the run);
 * the same driver run with one episode whose program takes ``--slow-s`` seconds (100) among them (listed first, in
   the first wave): how much later the other episodes are all done than without it.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import sys
 import threading
@@ -219,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="sandbox worker slots (default: one per core)")
     parser.add_argument("--sequential-episodes", type=int, default=6, help="episodes of the sequential pass (0: none)")
     parser.add_argument("--no-threads", action="store_true", help="leave out the threaded pass")
+    parser.add_argument("--freeze-gc", action="store_true",
+                        help="gc.freeze() once the task set and its envs are loaded (shorter garbage-collection pauses)")
     parser.add_argument("--no-lend", action="store_true",
                         help="the executor without lending (a run idle on the CPU keeps its place; sandbox.lending)")
     args = parser.parse_args(argv)
@@ -244,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
             probe = make_env()
             ids = list(probe.unwrapped.tasks.ids)  # the tasks this runtime can play
             probe.close()
+            if args.freeze_gc:  # what is loaded by now lives to the end: the collector need not walk it again
+                gc.collect()
+                gc.freeze()
             for in_flight in (int(n) for n in args.in_flight.split(",")):
                 # the first job's task is no other job's: it is the one made slow below
                 jobs = [EpisodeJob(ids[0], seed=0)] + [EpisodeJob(ids[1 + i % (len(ids) - 1)], seed=i + 1)
