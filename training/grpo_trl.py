@@ -374,25 +374,11 @@ def env_reward(prompts: list[Any], completions: list[Any], env_reward: list[floa
 
 
 def tiny_random_model(seed: int = 0) -> tuple[Any, Any]:
-    """A 2-layer Llama with a byte-level tokenizer, built from a config: no download."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    """A 2-layer Llama with a byte-level tokenizer, built from a config: no download (the package's test model,
+    :func:`convcodeworld_gym.testing.tiny_model.tiny_model`)."""
+    from convcodeworld_gym.testing.tiny_model import tiny_model
 
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    vocab = {ch: i for i, ch in enumerate(alphabet)}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-    tokenizer.padding_side = "left"
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=8192,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )
-    return LlamaForCausalLM(config), tokenizer
+    return tiny_model(seed)
 
 
 def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout], None] | None = None) -> Any:
