@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["RunTokens", "IdleWatch", "Watched", "IDLE_AFTER_S", "IDLE_SHARE", "BUSY_SHARE", "WATCH_S"]
 
@@ -76,11 +76,10 @@ class RunTokens:
 
 @dataclass
 class Watched:
-    """One run in flight that the watch may lend for: its slot's CPU count (``cpu_seconds``), when it started,
-    whether its token is lent now, and how long it was lent in all."""
+    """One run in flight that the watch may lend for: its slot's CPU count (``cpu_seconds``), whether its token is
+    lent now, and how long it was lent in all."""
 
     cpu_seconds: Callable[[], float | None]
-    started: float = field(default_factory=time.monotonic)
     lent: bool = False
     lent_s: float = 0.0
     _last: tuple[float, float] | None = None  # (monotonic time, CPU seconds) of the last reading
