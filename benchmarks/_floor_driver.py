@@ -32,7 +32,7 @@ import unittest
 
 from _timing import serve
 from convcodeworld_gym.sandbox.confinement import memory
-from convcodeworld_gym.sandbox.warm import warm_up
+from convcodeworld_gym.sandbox.worker.warm import warm_up
 
 
 def _run(code: str, test: str) -> bool:

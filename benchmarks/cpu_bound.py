@@ -31,8 +31,8 @@ import time
 
 from convcodeworld_gym.sandbox import ExecutionResult, Limits, SandboxExecutor
 from convcodeworld_gym.sandbox.confinement.slot_cgroup import SlotCgroup, find_tree
-from convcodeworld_gym.sandbox.launch import LocalLauncher
-from convcodeworld_gym.sandbox.runtime import network_policy
+from convcodeworld_gym.sandbox.host.launch import LocalLauncher
+from convcodeworld_gym.sandbox.runtimes.packages import network_policy
 from convcodeworld_gym.tasks import Task, load_tasks
 from convcodeworld_gym.testing.cpu_hogs import CPU_HOGS
 

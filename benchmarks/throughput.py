@@ -66,7 +66,7 @@ UNCACHED_SANDBOX = functools.partial(SandboxExecutor, workers=1, cache=False)
 def ray_overhead(runs: int) -> tuple[float, float]:
     """Mean seconds per sequential execution: a warm one-worker sandbox here, then through a local
     Ray instance whose actors each hold the same sandbox."""
-    from convcodeworld_gym.sandbox.ray import RayExecutor
+    from convcodeworld_gym.sandbox.backends.ray import RayExecutor
 
     task = load_tasks("humaneval")[TASK_ID]
     with UNCACHED_SANDBOX() as local:
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if "docker" in chosen:
         import docker
 
-        from convcodeworld_gym.sandbox.docker import DockerExecutor
+        from convcodeworld_gym.sandbox.backends.docker import DockerExecutor
         from convcodeworld_gym.testing.docker_image import build_host_python_image
 
         image = build_host_python_image(docker.from_env(version="auto"))

@@ -26,17 +26,18 @@ from pathlib import Path
 import gymnasium as gym
 
 from .errors import ConvCodeWorldError
-from .runs.evaluate import EvalConfig, default_dataset, run_evaluation
 from .feedback.execution import FEEDBACK_STYLES
 from .observation import FEEDBACK_KEYS
 from .policies import POLICY_KINDS, make_policy
 from .protocol import PROTOCOLS
 from .registration import LIVE_IDS, env_id
+from .runs.evaluate import EvalConfig, default_dataset, run_evaluation
 from .runs.report import write_report
-from .service.command import add_serve
 from .sandbox import Executor, Limits, SandboxExecutor
 from .sandbox.confinement.confine import Level
-from .sandbox.runtimes import KNOWN_RUNTIMES, RUNTIME_PYTHON_ENV, RUNTIMES_DIR_ENV, install_runtime, resolve_runtime, runtimes_dir
+from .sandbox.runtimes.install import (KNOWN_RUNTIMES, RUNTIME_PYTHON_ENV, RUNTIMES_DIR_ENV, install_runtime,
+                                       resolve_runtime, runtimes_dir)
+from .service.command import add_serve
 from .tasks import BIGCODEBENCH_ENV, Task
 
 __all__ = ["main", "build_parser"]
@@ -119,9 +120,9 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
 
 
 def _write_profiles(path: str, tasks, executor: SandboxExecutor) -> None:
-    """The profiles ``executor`` measured for ``tasks``, written as a shipped-profile file (:mod:`.sandbox.shipped`)."""
-    from .sandbox.profile import profile_key
-    from .sandbox.shipped import write_profiles
+    """The profiles ``executor`` measured for ``tasks``, written as a shipped-profile file (:mod:`.sandbox.host.shipped`)."""
+    from .sandbox.host.profile import profile_key
+    from .sandbox.host.shipped import write_profiles
 
     fingerprint = executor.fingerprint()
     measured = {t.task_id: p for t in tasks if (p := executor.profiles.get(profile_key(t, fingerprint))) is not None}
@@ -311,7 +312,7 @@ def _slug(text: str) -> str:
 
 def _ray_executor(address: str, limits: Limits) -> Executor:
     """The executor of ``--ray ADDRESS`` (the ray extra is imported only when asked for)."""
-    from .sandbox.ray import make_ray_executor
+    from .sandbox.backends.ray import make_ray_executor
 
     return make_ray_executor(address, limits)
 

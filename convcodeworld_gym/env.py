@@ -22,19 +22,20 @@ from typing import Any
 
 import gymnasium as gym
 
+from .aio import Call, Plan, run_awaited, run_blocking
 from .combos import DEFAULT_MAX_TURNS, FeedbackConfig
 from .errors import ResetNeeded
 from .extract import build_program, extract_code, judged_program
 from .feedback import NO_SYNTAX_ERRORS, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
-from .aio import Call, Plan, run_awaited, run_blocking
-from .feedback.execution import (FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, rest_after_stop, trim_feedback,
-                                 visible_tests)
-from .observation import OBSERVATION_KEYS, RENDER_MODES, check_render_mode, make_observation, observation_space, render_ansi
+from .feedback.execution import (FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, rest_after_stop,
+                                 trim_feedback, visible_tests)
+from .observation import (OBSERVATION_KEYS, RENDER_MODES, check_render_mode, make_observation, observation_space,
+                          render_ansi)
 from .protocol import actionable
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
-from .sandbox.forgeable import default_task_set
-from .sandbox.needs import Lacking, choose_tasks
+from .sandbox.host.forgeable import default_task_set
+from .sandbox.runtimes.needs import Lacking, choose_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks
 
@@ -111,7 +112,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             selected task needs what the runtime lacks.
         runtime: the interpreter the default executor runs programs with (a Python executable, a venv dir, or
             ``"bigcodebench"`` once ``convcodeworld runtime install bigcodebench`` has built it); see
-            :mod:`~convcodeworld_gym.sandbox.runtimes` for the default. Not with ``executor=``.
+            :mod:`~convcodeworld_gym.sandbox.runtimes.install` for the default. Not with ``executor=``.
         executor: runs the tests. An :class:`Executor` is shared: the env never closes it (pass
             one to several envs, e.g. ``gym.make_vec(id, n, executor=ex)``). A zero-argument
             callable returning an Executor is called once and the result is owned (and closed)
@@ -132,7 +133,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             does not compile (see :mod:`~convcodeworld_gym.feedback.execution`).
         render_mode: ``None`` or ``"ansi"``.
         allow_forgeable: keep the tasks only an in-process judge can judge (where a program can forge
-            its verdict; see :mod:`~convcodeworld_gym.sandbox.forgeable`), and let the env's own
+            its verdict; see :mod:`~convcodeworld_gym.sandbox.host.forgeable`), and let the env's own
             executor judge them in-process. Default: a default task set leaves them out, with one logged
             warning (tasks asked for by ``task_ids`` are kept, judged split).
             Every step's ``info`` says how it was judged: ``judge`` (``split`` or ``inprocess``) and

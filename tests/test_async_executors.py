@@ -77,7 +77,7 @@ def test_docker_awaited_gives_what_it_gives_blocking(humaneval):
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any reason to skip is reported
         pytest.skip(f"no Docker engine reachable ({exc}); run .ci/start-dockerd as root")
-    from convcodeworld_gym.sandbox.docker import DockerExecutor
+    from convcodeworld_gym.sandbox.backends.docker import DockerExecutor
     from convcodeworld_gym.testing.docker_image import build_host_python_image
 
     image = build_host_python_image(client)
@@ -93,7 +93,7 @@ def test_docker_awaited_gives_what_it_gives_blocking(humaneval):
 @pytest.mark.ray
 def test_ray_awaited_gives_what_it_gives_blocking(humaneval):
     ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'convcodeworld-gym[ray]'")
-    from convcodeworld_gym.sandbox.ray import RayExecutor
+    from convcodeworld_gym.sandbox.backends.ray import RayExecutor
 
     if ray.is_initialized():
         ray.shutdown()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from convcodeworld_gym.env import ConvCodeWorldEnv
 from convcodeworld_gym.observation import OBSERVATION_KEYS, Observation, make_observation
-from convcodeworld_gym.sandbox.executor import Executor
+from convcodeworld_gym.sandbox.host.executor import Executor
 
 PACKAGE = Path(__file__).resolve().parents[1] / "convcodeworld_gym"
 

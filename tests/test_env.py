@@ -246,7 +246,7 @@ def test_bad_constructor_arguments(make_env):
 
 def test_reset_prepares_the_task_so_that_its_first_step_calibrates_nothing(humaneval):
     """An unseen task is calibrated (its canonical solution run) when its episode begins, not in its first step."""
-    from convcodeworld_gym.sandbox.profile import profile_key
+    from convcodeworld_gym.sandbox.host.profile import profile_key
 
     task = humaneval["HumanEval/7"]
     with SandboxExecutor(workers=1, shipped=False, cache=False) as ex:

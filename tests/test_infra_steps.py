@@ -1,7 +1,7 @@
 """What the static replay and the trainers' adapter do with a step the infrastructure lost (``infra_error``): no
 reward of 0 ever stands for it. The executor's verdicts come from the fake (:class:`FakeExecutor` with ``lost=``),
 which returns a lost result as the sandbox does after a lost retry (the sandbox side is proved with real kills in
-``tests/sandbox/test_infra_loss.py``); here only what is built on the result is checked.
+``tests/sandbox/host/test_infra_loss.py``); here only what is built on the result is checked.
 """
 
 from __future__ import annotations

@@ -105,8 +105,8 @@ def test_item_1_subtest_entries_are_sealed_and_never_decide_an_outcome(executor)
     import os
 
     from convcodeworld_gym.sandbox import Limits
-    from convcodeworld_gym.sandbox.local import PROTOCOL_VIOLATION, assemble, collect_events, new_token
     from convcodeworld_gym.sandbox.messages import Done, End, Fault, Start, seal
+    from convcodeworld_gym.sandbox.run.events import PROTOCOL_VIOLATION, assemble, collect_events, new_token
 
     token = new_token()
     for line in (Fault("test_a", "t (x=1)", "failures", "tb").to_wire() + b"\n",  # unsealed

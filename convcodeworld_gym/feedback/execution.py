@@ -44,8 +44,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ..sandbox.local import MODULE_NAME
 from ..sandbox.result import ExecutionResult, Outcome, TestResult
+from ..sandbox.run.events import MODULE_NAME
 from ..tasks import TEST_CLASS, Task
 from ..tasks.record import quiet_compiling
 
@@ -199,7 +199,7 @@ def rest_after_stop(task: Task, result: ExecutionResult) -> Task | None:
     skips them, inherited or not). None when no test was stopped or none is left to run.
 
     The reference's timer stopped the test and the suite went on (its fork's ``time_limit``, eval/utils.py:81-90);
-    run the rest with the task's judge mode and limits (:meth:`.Executor.derive`), and pass its result to
+    run the rest with the task's judge mode and limits (:meth:`..sandbox.host.executor.Executor.derive`), and pass its result to
     :func:`execution_feedback` as ``rest``.
     """
     stopped = stopped_test(result)

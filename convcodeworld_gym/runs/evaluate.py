@@ -29,19 +29,19 @@ from typing import Any
 
 import gymnasium as gym
 
+from ..aio import run_blocking, run_sync
 from ..combos import FeedbackConfig
 from ..errors import ConvCodeWorldError, FeedbackUnavailable, SamplesError
 from ..feedback.execution import FEEDBACK_STYLES
-from ..aio import run_blocking, run_sync
 from ..policies import Policy
 from ..protocol import PROTOCOLS
 from ..records import METADATA_FILE, TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl
-from ..rollouts import EpisodeJob, episode_plan, iter_rollouts
 from ..registration import LIVE_IDS
+from ..rollouts import EpisodeJob, episode_plan, iter_rollouts
 from ..samples import load_samples, samples_digest
 from ..sandbox import Executor, Limits, SandboxExecutor
-from ..sandbox.forgeable import default_task_set
-from ..sandbox.needs import choose_tasks
+from ..sandbox.host.forgeable import default_task_set
+from ..sandbox.runtimes.needs import choose_tasks
 from ..tasks import DEFAULT_DATASET, TaskSet, load_tasks
 
 __all__ = [

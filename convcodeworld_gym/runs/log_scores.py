@@ -1,13 +1,13 @@
 """Scores of runs from their logs: live (ConvCodeWorld) and static (ConvCodeBench).
 
-The metric definitions live in :mod:`.metrics`; this module only turns log rows into their
+The metric definitions live in :mod:`..metrics`; this module only turns log rows into their
 inputs and checks that the rows are complete.
 
 * Live: per task, the passes of its episode turn by turn (an episode that re-executed its passing
   code, ``rerun_passed``, goes on after its pass; one that ended there carries it).
 * Static: per task, the reference's passes (from the reference log) and the evaluated
   model's passes at the turns it played (from the static run), walked as
-  :mod:`.metrics` says. The model's own turn-0 program (credited 1 with
+  :mod:`..metrics` says. The model's own turn-0 program (credited 1 with
   ``compensate_init=True``, the reference's default) is not part of a static replay,
   which starts at turn 1: it comes from ``turn0`` rows (the same model's live run, or a
   run whose turn 0 came from its BigCodeBench samples) when given.

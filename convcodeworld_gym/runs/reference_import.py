@@ -1,4 +1,4 @@
-"""Import the reference implementation's result files into the :mod:`.records` log schema.
+"""Import the reference implementation's result files into the :mod:`..records` log schema.
 
 The reference (``sfc-gh-hhan/convcodeworld``) writes one JSON-lines file per turn: turn 0
 is the model's single-turn BigCodeBench generation (``task_id``, ``solution``), and the file

@@ -3,7 +3,7 @@
 Table 1 is Pass@1 (%) at each turn 0..max_turns, one column per feedback combination;
 Table 2 is MRR and Recall (%), one column per combination. Both are printed and written as
 Markdown (``report.md``) and CSV (``pass_at_turn.csv``, ``mrr_recall.csv``); the plot is
-``pass_at_turn.png``. Scores come from :mod:`.metrics` (live: the first passing turn)."""
+``pass_at_turn.png``. Scores come from :mod:`..metrics` (live: the first passing turn)."""
 
 from __future__ import annotations
 

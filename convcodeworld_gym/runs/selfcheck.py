@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..sandbox import ExecutionResult, Executor
-from ..sandbox.needs import Lacking, choose_tasks, nltk_download_command, summarize
-from ..sandbox.runtime import pypi_name
+from ..sandbox.runtimes.needs import Lacking, choose_tasks, nltk_download_command, summarize
+from ..sandbox.runtimes.packages import pypi_name
 from ..tasks import TaskSet
 
 __all__ = ["SelfCheckReport", "classify_failure", "run_selfcheck"]

@@ -1,13 +1,14 @@
-"""Running untrusted programs against task test suites.
+"""Runs in the host: running untrusted programs against task test suites (the package's public door to the sandbox).
 """
 
-from .cache import ResultCache
+from .backends.local import LocalExecutor
 from .confinement.confine import Level, SandboxSettings
-from .executor import Executor, Limits
-from .judge_policy import Mode
-from .local import LocalExecutor
-from .pool import SandboxExecutor
-from .profile import ProfileStore, TaskProfile, TimePolicy
+from .host.cache import ResultCache
+from .host.executor import Executor
+from .host.pool import SandboxExecutor
+from .host.profile import ProfileStore, TaskProfile, TimePolicy
+from .limits import Limits
+from .messages import Mode
 from .result import ExecutionResult, Outcome, TestResult
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""The messages between an executor, its sandbox workers and each run's test runner: typed records and their wire form.
+"""Runs in every process: the messages between an executor, its sandbox workers and each run's test runner, typed
+records and their wire form.
 
 Every message crosses as one JSON text (``json.dumps``: ASCII only, so never a raw newline; a lone
 surrogate in a string crosses escaped). The records here are the only code that writes or reads one:
@@ -12,16 +13,16 @@ Who sends what, and how it is framed:
   closed after it).
 * worker -> executor, one line each on its stdout: :class:`Ready` once, at start; then per job a
   :class:`RunReply` or, when the worker itself failed on the job, a :class:`WorkerFailed`.
-* test runner (:mod:`._runner`) -> worker or :class:`~.local.LocalExecutor`, on the run's result channel:
+* test runner (:mod:`.run.runner`) -> worker or :class:`~.backends.local.LocalExecutor`, on the run's result channel:
   :class:`Start`, :class:`Fault`, :class:`End`, :class:`Crash`, :class:`Done`, one line each, sealed with the run's
   secret token (:func:`seal`). Any line that is not exactly one of them under the token is refused
   (:func:`unseal`), and the collector notes it as a :class:`Violation`, which is never on the channel.
-* :class:`~.local.LocalExecutor` -> the runner script: one :class:`RunnerJob` on its stdin.
+* :class:`~.backends.local.LocalExecutor` -> the runner script: one :class:`RunnerJob` on its stdin.
 
-Records that belong to other modules (:class:`~.executor.Limits`,
+Records that belong to other modules (:class:`~.limits.Limits`,
 :class:`~.confinement.confine.SandboxSettings`, the confinement report) cross as their fields by name.
 Standard library only, and nothing of the package: the worker boots with the standard library alone
-(:func:`.launch.worker_boot`), and the runner script imports this module on its own.
+(:func:`.host.launch.worker_boot`), and the runner script imports this module on its own.
 
 Holds:
     WorkerConfig     what a worker is started with
@@ -43,16 +44,26 @@ Holds:
     seal             an event as the runner writes it: the run's token, the event, a newline
     unseal           the event on a line of the result channel, or why the line is none
     RunnerJob        the local executor's job for the runner script
+    Mode             how a job's tests are judged: ``split`` or ``inprocess`` (a job's ``mode``)
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 __all__ = ["WorkerConfig", "Job", "Ready", "RunReply", "WorkerFailed", "Reply", "reply_from_wire", "Event", "Start",
-           "Fault", "End", "Crash", "Done", "Violation", "RUNNER_OUTCOMES", "FAULT_LISTS", "seal", "unseal", "RunnerJob"]
+           "Fault", "End", "Crash", "Done", "Violation", "RUNNER_OUTCOMES", "FAULT_LISTS", "seal", "unseal", "RunnerJob",
+           "Mode"]
+
+
+class Mode(str, enum.Enum):
+    """How the tests of a task are judged."""
+
+    SPLIT = "split"
+    INPROCESS = "inprocess"
 
 
 def _dumps(message: dict[str, Any]) -> bytes:
@@ -117,17 +128,17 @@ class Job(_Record):
     Attributes:
         program: the program's source.
         test: the tests' source (a unittest module).
-        prelude: the task's imports: the split judge's module starts with them (:func:`.judge.judge_source`).
+        prelude: the task's imports: the split judge's module starts with them (:func:`.run.judge.judge_source`).
         entry_point: the name the tests call.
-        module: the module name program and tests run as (:data:`.local.MODULE_NAME`).
+        module: the module name program and tests run as (:data:`.run.events.MODULE_NAME`).
         test_class: the ``TestCase`` class to run.
-        mode: how the run is judged: a :class:`~.judge_policy.Mode` value (``"split"`` or ``"inprocess"``).
-        limits: the run's :class:`~.executor.Limits` fields by name (``dataclasses.asdict``).
+        mode: how the run is judged: a :class:`~.messages.Mode` value (``"split"`` or ``"inprocess"``).
+        limits: the run's :class:`~.limits.Limits` fields by name (``dataclasses.asdict``).
         preload: the task's own libraries, which the worker imports before it forks the run (those its
             runtime holds).
-        network: the run's network, :func:`.runtime.network_policy`: ``"none"`` or ``"loopback"``; a run is
+        network: the run's network, :func:`.runtimes.packages.network_policy`: ``"none"`` or ``"loopback"``; a run is
             never given more than its job says.
-        facts: the split judge's :class:`~.judge.JudgeFacts` of the task's tests, as data (found once per task by
+        facts: the split judge's :class:`~.run.judge.JudgeFacts` of the task's tests, as data (found once per task by
             the executor; None: the run finds them).
 
     >>> job = Job("def f(): pass", "T", "", "f", "__test__", "TestCases", "split", {"suite_timeout_s": 5.0})
@@ -176,7 +187,7 @@ class RunReply:
     Attributes:
         events: the runner's events in order (a :class:`Violation` last where a line was refused).
         stop_reason: None when the run ended by itself, else the limit that stopped it (``"suite_timeout"``,
-            ``"test_timeout"``, ``"output_limit"``) or :data:`.local.PROTOCOL_VIOLATION`.
+            ``"test_timeout"``, ``"output_limit"``) or :data:`.run.events.PROTOCOL_VIOLATION`.
         exit_desc: how the run's process ended, in words (``"ended"`` once the suite reported its end).
         run_s: seconds from the hand-off to the end of the run, on the worker's clock; None where no run was
             made (the executor's own replies for a lost or failed worker).
@@ -184,7 +195,7 @@ class RunReply:
         oom_kills: processes of the run the kernel's OOM killer ended (counted where the worker has its own
             memory cgroup).
         lost: None, or why the sandbox lost this run before any of the program's code could run: no spare could
-            be made for it, or its spare refused before it was ready (see :func:`.worker._lost_before_ready`).
+            be made for it, or its spare refused before it was ready (see :func:`.worker.main._lost_before_ready`).
             The worker alone says so, from what it saw, never from what the run wrote; the executor retries
             such a run on a fresh worker.
 
@@ -383,7 +394,7 @@ def _event(message: Any, kinds: dict[str, type[Event]]) -> tuple[Event | None, s
 
 @dataclass(frozen=True)
 class RunnerJob(_Record):
-    """The :class:`~.local.LocalExecutor`'s job for the runner script (``python -s _runner.py``), on its stdin.
+    """The :class:`~.backends.local.LocalExecutor`'s job for the runner script (``python -s _runner.py``), on its stdin.
 
     Attributes:
         program: the program's source.

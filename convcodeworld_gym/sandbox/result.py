@@ -1,4 +1,4 @@
-"""What an execution returns: per-test outcomes and the facts around them.
+"""Runs in every process: what an execution returns, per-test outcomes and the facts around them.
 
 Holds:
     Outcome          passed / failed / error / timeout / not_run / skipped

@@ -72,11 +72,11 @@ def _executor(args: argparse.Namespace) -> Executor:
     if len(chosen) > 1:
         raise ValueError(f"choose one of --docker, --ray and --runtime, not {' and '.join(chosen)}")
     if args.ray is not None:
-        from ..sandbox.ray import make_ray_executor
+        from ..sandbox.backends.ray import make_ray_executor
 
         return make_ray_executor(args.ray, Limits())
     if args.docker is not None:
-        from ..sandbox.docker import DockerExecutor
+        from ..sandbox.backends.docker import DockerExecutor
 
         return DockerExecutor(args.docker, python=args.docker_python, slots=args.workers)
     return SandboxExecutor(workers=args.workers, runtime=args.runtime)

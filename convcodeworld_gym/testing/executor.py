@@ -1,6 +1,6 @@
 """A deterministic stand-in for a real executor, for tests that are not about the sandbox.
 
-:class:`FakeExecutor` implements the :class:`~convcodeworld_gym.sandbox.executor.Executor`
+:class:`FakeExecutor` implements the :class:`~convcodeworld_gym.sandbox.host.executor.Executor`
 contract without running anything: it never raises because of the program, a test it gives no
 outcome is not passed (it reports it ``not_run``), and the same (task, program) always gives the
 same outcomes. Which tests pass is decided by a pure-Python *rule* over the task and the program
@@ -19,7 +19,8 @@ import threading
 from collections.abc import Callable, Mapping
 
 from ..extract import build_program
-from ..sandbox.executor import Executor, Limits
+from ..sandbox.host.executor import Executor
+from ..sandbox.limits import Limits
 from ..sandbox.result import ExecutionResult, Outcome, TestResult
 from ..tasks import Task
 

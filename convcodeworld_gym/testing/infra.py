@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 
-from ..sandbox.launch import WORKER_MODULE
+from ..sandbox.host.launch import WORKER_MODULE
 
 __all__ = ["MARK", "marked", "marked_runs", "next_marked", "worker_of", "WorkerKiller"]
 

@@ -1,7 +1,7 @@
 """Survey: what the library objects of BigCodeBench's canonical solutions pickle into.
 
 The split judge rebuilds the library objects a program returns (matplotlib figures, fitted models ...) from
-their pickle, under the policy of :mod:`convcodeworld_gym.sandbox.mirror_allowed` (which classes and functions a
+their pickle, under the policy of :mod:`convcodeworld_gym.sandbox.run.mirror_allowed` (which classes and functions a
 pickle may name). This tool measures what that policy meets: it runs each task's canonical solution with its
 tests in one process (as the reference does, no sandbox: canonical solutions only), and for every value that
 ``task_func`` returns and every open matplotlib figure after each call, prints, as JSON lines, the classes that
@@ -34,8 +34,8 @@ _PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".
 _package = type(sys)("convcodeworld_gym")  # the sandbox alone, as a worker boots it (no gymnasium in a runtime)
 _package.__path__ = [_PACKAGE_DIR]
 sys.modules["convcodeworld_gym"] = _package
-from convcodeworld_gym.sandbox.codec import Codec  # noqa: E402
-from convcodeworld_gym.sandbox.mirror import MirrorRefused, Mirrors, mirrored, snapshot  # noqa: E402
+from convcodeworld_gym.sandbox.run.codec import Codec  # noqa: E402
+from convcodeworld_gym.sandbox.run.mirror import MirrorRefused, Mirrors, mirrored, snapshot  # noqa: E402
 
 _SEEN: dict[int, object] = {}  # each object surveyed once (kept alive, so that its id is not reused)
 
@@ -47,7 +47,7 @@ def _globals_of(data: bytes) -> list[list[str]]:
     class Recorder(pickle.Unpickler):
         def find_class(self, module: str, name: str):  # noqa: ANN201
             seen.add((module, name))
-            if (module, name) == ("convcodeworld_gym.sandbox.mirror", "_tagged"):
+            if (module, name) == ("convcodeworld_gym.sandbox.run.mirror", "_tagged"):
                 return lambda tag, cls: cls.__new__(cls)
             return super().find_class(module, name)
 

@@ -12,7 +12,7 @@ from convcodeworld_gym.feedback.verbal import OfflineSimulator
 from convcodeworld_gym.feedback.verbal.leak import nontrivial_lines
 from convcodeworld_gym.feedback.verbal.static import code_facts
 from convcodeworld_gym.sandbox import SandboxExecutor
-from convcodeworld_gym.sandbox.forgeable import SPLIT_UNJUDGEABLE
+from convcodeworld_gym.sandbox.host.forgeable import SPLIT_UNJUDGEABLE
 
 # Canonical solutions that fail on a machine without network, or as root (see README).
 _UNRELIABLE = {"BigCodeBench/176", "BigCodeBench/314", "BigCodeBench/1005", "BigCodeBench/812", "BigCodeBench/832"}

@@ -1,7 +1,7 @@
 """The runner and the metrics with runs lost to the infrastructure: an episode in which a run was lost (also on
 the executor's retry) is played again; lost again, it is logged with ``infra_error`` and left out of the scores,
 never counted as a failure. The runs are real (a sandbox whose worker is SIGKILLed from outside, as in
-``tests/sandbox/test_infra_loss.py``); the metric and reference checks below them work on rows alone.
+``tests/sandbox/host/test_infra_loss.py``); the metric and reference checks below them work on rows alone.
 """
 
 from __future__ import annotations

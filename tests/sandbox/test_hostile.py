@@ -383,7 +383,8 @@ def test_the_in_process_check_fails_closed_on_a_program_too_deep_to_parse_where_
     """The host's static check parses from wherever the executor was called: a forging program with a
     200-deep expression parses in the run's fresh process but not from a caller 950 frames deep, where the
     check would see nothing in it and let its forged pass stand."""
-    from convcodeworld_gym.sandbox.judge_policy import Mode, flagged_constructs
+    from convcodeworld_gym.sandbox.host.judge_policy import flagged_constructs
+    from convcodeworld_gym.sandbox.messages import Mode
 
     program = PATCH_UNITTEST + "PADDING = " + "-" * 200 + "1\n"
     assert flagged_constructs(Mode.INPROCESS, program, SQUARE.ground_truth)  # from a shallow stack: parsed
@@ -431,3 +432,19 @@ def test_env_survives_hostile_turns(sandbox):
         assert (reward, terminated) == (0.0, False) and info["tests"]
     _, reward, terminated, _, _ = env.step(SQUARE.ground_truth)
     assert (reward, terminated) == (1.0, True)
+
+
+#: The sandbox's own modules by the bare names a program could find if the runner left a dir of the package on
+#: ``sys.path`` (run as a script, it starts with its own dir, ``run/``, there, and puts the sandbox's dir, where
+#: ``messages.py`` lies, there for one import).
+OWN_MODULES = ("messages", "limits", "children", "result", "runner", "events", "judge", "codec", "standin", "mirror",
+               "shared", "pool", "main", "zygote", "spare", "local", "_probe")
+FIND_OWN = f"""import importlib.util
+specs = [importlib.util.find_spec(name) for name in {OWN_MODULES!r}]
+ok = any(spec is not None and 'convcodeworld_gym' in (spec.origin or '') for spec in specs)"""
+
+
+@pytest.mark.parametrize("backend", ["sandbox", "local"])
+def test_a_program_cannot_find_the_sandboxs_own_modules_by_a_bare_name(backend, sandbox, local_executor):
+    ex = sandbox if backend == "sandbox" else local_executor
+    assert_rejected(ex, succeed_if(FIND_OWN), "attack blocked")

@@ -132,7 +132,7 @@ def test_a_test_that_reports_no_outcome_is_an_error_not_a_pass():
     import os
     import unittest
 
-    from convcodeworld_gym.sandbox._runner import NO_OUTCOME, _StreamingResult
+    from convcodeworld_gym.sandbox.run.runner import NO_OUTCOME, _StreamingResult
 
     class Silent(unittest.TestCase):
         def test_nothing(self):
@@ -209,8 +209,8 @@ def test_collector_fails_the_run_on_any_line_the_runner_did_not_seal():
     import os
 
     from convcodeworld_gym.sandbox import Limits
-    from convcodeworld_gym.sandbox.local import PROTOCOL_VIOLATION, collect_events, new_token
     from convcodeworld_gym.sandbox.messages import Start, Violation
+    from convcodeworld_gym.sandbox.run.events import PROTOCOL_VIOLATION, collect_events, new_token
 
     token = new_token()
     good = token.encode() + b'{"e": "start", "name": "test_a"}\n'

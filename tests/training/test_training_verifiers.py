@@ -176,7 +176,7 @@ def test_a_run_the_sandbox_lost_is_never_scored_0(tmp_path, humaneval, monkeypat
 
     verifiers' own eval runner runs in this process (what ``vf-eval`` runs, with the same config) so that the
     process's shared executor can be the fake that loses runs (:class:`FakeExecutor`, as the project's other
-    infra-loss tests above the sandbox; ``tests/sandbox/test_infra_loss.py`` proves the sandbox side with real kills).
+    infra-loss tests above the sandbox; ``tests/sandbox/host/test_infra_loss.py`` proves the sandbox side with real kills).
     """
     import asyncio
 

@@ -25,7 +25,7 @@ import logging
 import os
 from typing import Literal
 
-from ...sandbox.executor import Executor
+from ...sandbox.host.executor import Executor
 from ..context import VerbalFeedback, VerbalReply
 from .cache import CACHE_ENV, FeedbackCache, default_cache_path
 from .leak import leaked_lines, redact

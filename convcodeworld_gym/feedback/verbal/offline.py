@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 
 from ...extract import build_program
-from ...sandbox.executor import Executor
-from ...sandbox.local import LocalExecutor
+from ...sandbox.backends.local import LocalExecutor
+from ...sandbox.host.executor import Executor
 from ...sandbox.result import Outcome, TestResult
 from ..compilation import REFERENCE_FRAME
 from ..context import TurnContext, VerbalReply

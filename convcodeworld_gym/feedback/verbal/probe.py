@@ -11,7 +11,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from ...sandbox.executor import Executor
+from ...sandbox.host.executor import Executor
 from ...tasks import Task
 
 __all__ = ["Call", "probe_calls", "first_difference", "PROBE_TEST"]

@@ -1,9 +1,9 @@
-"""The Linux confinement layers of a sandbox worker and its runs, one module each.
+"""Runs in the warm worker and each run's child: the Linux confinement layers, one module each.
 
 Each is a thin, checked wrapper over system calls (through ``ctypes``) that imports only the standard
-library: the worker boots with nothing else (:func:`~convcodeworld_gym.sandbox.launch.worker_boot`). The
-worker (:mod:`convcodeworld_gym.sandbox.worker`) and each run's spare (:mod:`convcodeworld_gym.sandbox.spare`)
-compose them; nothing here runs or judges a program.
+library: the worker boots with nothing else (:func:`~convcodeworld_gym.sandbox.host.launch.worker_boot`). The
+worker (:mod:`convcodeworld_gym.sandbox.worker.main`) and each run's spare
+(:mod:`convcodeworld_gym.sandbox.worker.spare`) compose them; nothing here runs or judges a program.
 
 Holds:
     confine    namespaces, mounts, uid drop, rlimits; ``Level``, ``Confinement`` (what was achieved),
@@ -16,8 +16,8 @@ Holds:
     slot_cgroup  each slot's own cgroup: its runs' CPU and process bound, and ending all their processes at once
     sweep      ending what a run left under its uid where no PID namespace per run does (level ``uid``)
 
-Signalling our own children (:mod:`convcodeworld_gym.sandbox.reap`) stays beside the executors: the
-unconfined :class:`~convcodeworld_gym.sandbox.local.LocalExecutor` uses it too, and it confines nothing.
+Signalling our own children (:mod:`convcodeworld_gym.sandbox.children`) stays beside the executors: the
+unconfined :class:`~convcodeworld_gym.sandbox.backends.local.LocalExecutor` uses it too, and it confines nothing.
 """
 
 __all__ = ["confine", "seccomp", "landlock", "hardening", "memory", "cgroup", "slot_cgroup", "sweep"]

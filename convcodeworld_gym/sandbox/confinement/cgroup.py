@@ -1,4 +1,4 @@
-"""The memory cgroup a worker has to itself: how many processes the kernel's OOM killer ended in it.
+"""Runs in the warm worker: the memory cgroup it has to itself: how many processes the kernel's OOM killer ended in it.
 
 A run that outgrows a cgroup's memory limit (a Docker container's ``memory``) is not told so:
 the kernel's out-of-memory killer ends one of its processes with SIGKILL. The only trace is a

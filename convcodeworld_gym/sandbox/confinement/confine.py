@@ -1,4 +1,4 @@
-"""Linux confinement primitives for sandbox workers: namespaces, mounts, uid drop, rlimits.
+"""Runs in the warm worker and each run's child (the host reads its settings): namespaces, mounts, uid drop, rlimits.
 
 Everything here is a thin, checked wrapper over a system call (through ``ctypes``: Python 3.10
 and 3.11 have no ``os.unshare``), plus the record of what was achieved.
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..interpreter import paths_beneath
+from ..runtimes.interpreter import paths_beneath
 
 __all__ = [
     "Level",
@@ -222,7 +222,7 @@ def _bind_readable(paths: Iterable[str]) -> None:
 
 def mount_tmpfs_keeping(target: str, options: str, keep: Iterable[str] = ()) -> None:
     """Mount a fresh tmpfs (nosuid, nodev, ``options``) on ``target``, binding each path of ``keep`` (beneath
-    ``target``, see :func:`.interpreter.paths_beneath`) back into it read-only, at the same path.
+    ``target``, see :func:`..runtimes.interpreter.paths_beneath`) back into it read-only, at the same path.
 
     Each kept path is opened before the tmpfs hides it and bound from that descriptor; the dirs leading
     to it are made root-owned, mode 0755, so a run can pass through them but not change them.
@@ -299,7 +299,7 @@ class RunNamespaces:
 def enter_run_mounts(settings: SandboxSettings, keep: Iterable[str] = ()) -> None:
     """In a run's pid 1 (as root): a new mount namespace with a fresh size-limited ``/tmp`` and ``/dev/shm``,
     so nothing a run leaves there reaches the next run; both vanish with the run's last process. The
-    paths of ``keep`` under ``/tmp`` (the interpreter's, see :mod:`.interpreter`) stay visible, read-only."""
+    paths of ``keep`` under ``/tmp`` (the interpreter's, see :mod:`..runtimes.interpreter`) stay visible, read-only."""
     _check(libc().unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     mount_tmpfs_keeping(SANDBOX_ROOT, f"mode=1777,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}",
                         paths_beneath(SANDBOX_ROOT, keep))

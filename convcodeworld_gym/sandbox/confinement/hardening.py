@@ -1,4 +1,5 @@
-"""The layers a run's confined child adds to itself: seccomp and Landlock, and the probe of what this machine enforces.
+"""Runs in the warm worker and each run's child: the layers a run's child adds to itself, seccomp and Landlock, and the
+probe of what this machine enforces.
 
 Holds:
     Hardening   the filters and Landlock paths a child applies to itself (:meth:`~Hardening.apply`, then
@@ -23,7 +24,7 @@ class Hardening:
 
     Both run in the spare before its job (off the critical path): :meth:`apply` always,
     :meth:`close_network` for spares made for runs without network (every task but those whose
-    tests serve on the run's own loopback, see :func:`..runtime.network_policy`); a job whose
+    tests serve on the run's own loopback, see :func:`..runtimes.packages.network_policy`); a job whose
     network differs from its spare's gets a fresh spare.
 
     Attributes:

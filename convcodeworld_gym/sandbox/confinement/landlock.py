@@ -1,4 +1,4 @@
-"""Landlock for the confined child, through raw system calls (``ctypes``; nothing to install).
+"""Runs in the warm worker and each run's child: Landlock, through raw system calls (``ctypes``; nothing to install).
 
 A Landlock domain, once the calling process enters it, limits it and every process it forks:
 
@@ -27,7 +27,7 @@ import ctypes
 import os
 from collections.abc import Iterable
 
-from ..interpreter import interpreter_paths
+from ..runtimes.interpreter import interpreter_paths
 from .confine import SANDBOX_ROOT, syscall
 
 __all__ = ["abi", "read_paths", "write_paths", "restrict", "restrict_network"]

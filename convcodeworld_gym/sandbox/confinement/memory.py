@@ -1,4 +1,5 @@
-"""Keeping a warm worker cheap to fork: its memory after the heavy imports, arranged once.
+"""Runs in the warm worker and its zygote: keeping a warm worker cheap to fork, its memory after the heavy imports
+arranged once.
 
 A worker that has imported pandas and matplotlib holds about 100 MB of private memory, and
 every run forks it. Two costs follow each fork: the kernel copies (and at exit tears down) one

@@ -1,4 +1,5 @@
-"""A seccomp system-call filter for the confined child, built as classic BPF with ``ctypes`` (nothing to install).
+"""Runs in the warm worker and each run's child: a seccomp system-call filter, built as classic BPF with ``ctypes``
+(nothing to install).
 
 Why not libseccomp: its Python binding is not on PyPI as a wheel (it is built with the C library
 from the distribution), and the filter needed here is small enough to state directly.

@@ -1,4 +1,5 @@
-"""A worker slot's own cgroup: a CPU and process bound on its runs, and the way to end all their processes at once.
+"""Runs in the host and the warm worker: a worker slot's own cgroup, a CPU and process bound on its runs, and the way to
+end all their processes at once.
 
 The kernel schedules every process on its own: a run that forks 1000 busy processes (a fork bomb) or keeps a few
 dozen threads busy takes that many shares of the machine from every other run, and its end at the time limit
@@ -17,7 +18,7 @@ clock. At any time the cgroup holds one run (or the spare waiting for the next j
 
 A run cannot leave its cgroup or raise its limits: the dirs and files are root's (mode 0755 and 0644) and the run
 is the slot's non-root uid, and its Landlock domain lets it write beneath its private ``/tmp`` and ``/dev/shm``
-only (``tests/sandbox/test_cpu_bound.py`` tries).
+only (``tests/sandbox/confinement/test_cpu_bound.py`` tries).
 
 Where the cgroup file system cannot be written (not root and no delegated tree, a container's read-only
 ``/sys/fs/cgroup``), nothing is made and :class:`CgroupUnavailable` says why; the run is then bounded by what

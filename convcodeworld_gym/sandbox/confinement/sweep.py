@@ -1,4 +1,4 @@
-"""Ending what a run left behind under its uid, where no PID namespace per run does it.
+"""Runs in the warm worker: ending what a run left behind under its uid, where no PID namespace per run does it.
 
 At level ``uid`` (a worker that is root but cannot open namespaces: inside a container without
 ``CAP_SYS_ADMIN``, or a host without namespace support) a run's processes share the slot's uid

@@ -1,0 +1,409 @@
+"""A class claim alone buys nothing (issue 28, item 2): library objects are rebuilt in the judge (mirrors).
+
+Before, a matplotlib Axes the program returned crossed as a stand-in that claimed ``matplotlib.axes.Axes`` on the
+program's word, and every question the test asked of it (its title, its bars) was answered by the program's
+process: a class of the program's own named ``Axes``, a patched matplotlib, or a real Axes with methods replaced
+passed ``assertIsInstance(ax, plt.Axes)`` and whatever it was asked. Now the object is rebuilt in the judge from its
+pickle (:mod:`convcodeworld_gym.sandbox.run.mirror`): a real object of the judge's library, answering from data.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from convcodeworld_gym.sandbox import SandboxExecutor, SandboxSettings, TimePolicy
+from convcodeworld_gym.sandbox.run.mirror import MirrorRefused, Mirrors, snapshot
+from convcodeworld_gym.sandbox.run.mirror_allowed import DECIDING, REVIEWED, refusal
+from convcodeworld_gym.tasks import Task
+
+from hostile_programs import texts
+
+SETTINGS = SandboxSettings(tmpfs_mb=64, tmpfs_inodes=2000, address_space_mb=2048, file_size_mb=32, max_processes=64)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with SandboxExecutor(workers=2, settings=SETTINGS, preload=(),
+                         time_policy=TimePolicy(floor_s=5.0, cap_s=20.0)) as ex:
+        yield ex
+
+
+PLOT_TESTS = """import unittest
+import matplotlib.pyplot as plt
+class TestCases(unittest.TestCase):
+    def test_type(self):
+        self.assertIsInstance(task_func([1, 2, 2]), plt.Axes)
+    def test_title(self):
+        self.assertEqual(task_func([1, 2, 2]).get_title(), 'Counts')
+    def test_bars(self):
+        ax = task_func([1, 2, 2, 3, 3, 3])
+        self.assertEqual([p.get_height() for p in ax.patches], [1, 2, 3])
+    def test_figure(self):
+        ax = task_func([5])
+        self.assertIsInstance(ax.figure, plt.Figure)
+        self.assertIs(ax.figure.axes[0], ax)
+"""
+PLOT = Task("mirror/plot", "Plot the counts of the values as bars titled 'Counts'; return the Axes.",
+            "import matplotlib.pyplot as plt\nfrom collections import Counter\ndef task_func(values):\n", "task_func",
+            "    counts = Counter(values)\n    fig, ax = plt.subplots()\n    keys = sorted(counts)\n"
+            "    ax.bar([str(k) for k in keys], [counts[k] for k in keys])\n    ax.set_title('Counts')\n    return ax\n",
+            PLOT_TESTS)
+
+#: Programs that plot nothing and still answer as an Axes with the right title and bars.
+FAKE_AXES = {
+    # a class of its own that names itself matplotlib's Axes and answers every question
+    "claimed_name": """from collections import Counter
+class Bar:
+    def __init__(self, h): self.h = h
+    def get_height(self): return self.h
+class Axes:
+    def __init__(self, values):
+        c = Counter(values)
+        self.patches = [Bar(c[k]) for k in sorted(c)]
+    def get_title(self): return 'Counts'
+Axes.__module__, Axes.__qualname__ = 'matplotlib.axes._axes', 'Axes'
+def task_func(values):
+    return Axes(values)
+""",
+    # a real subclass of matplotlib's Axes, renamed to look like it, with the questions answered by the program
+    "subclass_named_like_the_library": """import matplotlib.pyplot as plt
+from matplotlib.axes import Axes as Real
+from collections import Counter
+class Bar:
+    def __init__(self, h): self.h = h
+    def get_height(self): return self.h
+class Axes(Real):
+    def get_title(self, loc='center'): return 'Counts'
+Axes.__module__ = 'matplotlib.axes._axes'
+def task_func(values):
+    fig = plt.figure()
+    ax = Axes(fig, [0, 0, 1, 1])
+    fig.add_axes(ax)
+    c = Counter(values)
+    ax.__dict__['_fake_patches'] = [Bar(c[k]) for k in sorted(c)]
+    return ax
+""",
+    # matplotlib patched in the program's process: a real, empty Axes whose methods lie
+    "patched_library": """import matplotlib.pyplot as plt
+import matplotlib.axes
+from collections import Counter
+class Bar:
+    def __init__(self, h): self.h = h
+    def get_height(self): return self.h
+STATE = {}
+matplotlib.axes.Axes.get_title = lambda self, loc='center': 'Counts'
+matplotlib.axes.Axes.patches = property(lambda self: STATE['bars'])
+def task_func(values):
+    c = Counter(values)
+    STATE['bars'] = [Bar(c[k]) for k in sorted(c)]
+    return plt.subplots()[1]
+""",
+    # a real Axes whose methods the program replaced on the object itself
+    "replaced_on_the_object": """import matplotlib.pyplot as plt
+from collections import Counter
+class Bar:
+    def __init__(self, h): self.h = h
+    def get_height(self): return self.h
+def task_func(values):
+    ax = plt.subplots()[1]
+    c = Counter(values)
+    ax.get_title = lambda loc='center': 'Counts'
+    ax.get_children = lambda: [Bar(c[k]) for k in sorted(c)]
+    return ax
+""",
+}
+
+
+def test_a_real_axes_still_passes_every_question(sandbox):
+    result = sandbox.run(PLOT, PLOT.ground_truth)
+    assert result.passed and result.details["judge"] == "split", texts(result)
+
+
+#: The tests each fake must fail. What is no real Axes (a class of the program's, a renamed subclass, an Axes with the
+#: program's code in place of its methods) stays a stand-in, which may answer questions with data as any program
+#: may, but is no instance of Axes: the claim alone buys nothing. A real Axes patched in the program's process is a
+#: real Axes in the judge too, empty: its lying answers are gone.
+MUST_FAIL = {"claimed_name": {"test_type"}, "subclass_named_like_the_library": {"test_type"},
+             "patched_library": {"test_title", "test_bars"}, "replaced_on_the_object": {"test_type"}}
+
+
+@pytest.mark.parametrize("fake", sorted(FAKE_AXES))
+def test_a_fake_axes_buys_nothing(sandbox, fake):
+    result = sandbox.run(PLOT, FAKE_AXES[fake])
+    outcomes = {t.name: t.outcome.value for t in result.tests}
+    assert not result.passed, f"{fake} passed: {outcomes}"
+    assert {name for name in MUST_FAIL[fake] if outcomes[name] == "passed"} == set(), texts(result)
+
+
+FIGURE_TESTS = """import unittest
+import matplotlib.pyplot as plt
+class TestCases(unittest.TestCase):
+    def test_figure(self):
+        fig = task_func(3)
+        self.assertIsInstance(fig, plt.Figure)
+        self.assertEqual(len(fig.axes), 3)
+        self.assertEqual([ax.get_title() for ax in fig.axes], ['0', '1', '2'])
+"""
+FIGURE = Task("mirror/figure", "A figure of n subplots titled 0..n-1.", "import matplotlib.pyplot as plt\ndef task_func(n):\n",
+              "task_func", "    fig, axes = plt.subplots(1, n)\n    for i, ax in enumerate(axes):\n        ax.set_title(str(i))\n"
+              "    return fig\n", FIGURE_TESTS)
+FAKE_FIGURE = """class A:
+    def __init__(self, t): self.t = t
+    def get_title(self): return self.t
+class Figure:
+    def __init__(self, n): self.axes = [A(str(i)) for i in range(n)]
+Figure.__module__, Figure.__qualname__ = 'matplotlib.figure', 'Figure'
+def task_func(n):
+    return Figure(n)
+"""
+
+
+def test_a_fake_figure_buys_nothing(sandbox):
+    assert sandbox.run(FIGURE, FIGURE.ground_truth).passed
+    result = sandbox.run(FIGURE, FAKE_FIGURE)
+    assert not result.passed and "is not an instance of" in texts(result), texts(result)
+
+
+ROUND_TRIP_TESTS = """import unittest
+import matplotlib.pyplot as plt
+class TestCases(unittest.TestCase):
+    def test_drawn_on_by_the_program_after_crossing(self):
+        fig, ax = plt.subplots()            # the program's pyplot makes them; they cross as mirrors
+        self.assertIs(ax.figure, fig)
+        self.assertEqual(len(ax.lines), 0)
+        self.assertIs(task_func(ax), ax)    # the program draws on its original; it comes back refreshed
+        self.assertEqual(len(ax.lines), 1)
+        self.assertEqual(list(ax.lines[0].get_ydata()), [1, 4, 9])
+    def test_labels_from_the_programs_formatter(self):
+        ax = with_formatter()
+        self.assertEqual([t.get_text() for t in ax.get_xticklabels()][:2], ['x=0', 'x=1'])
+"""
+ROUND_TRIP_SOLUTION = """    ax.plot([1, 2, 3], [1, 4, 9])
+    return ax
+def with_formatter():
+    import matplotlib.ticker as ticker
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [0, 1, 2])
+    ax.xaxis.set_major_locator(ticker.FixedLocator([0, 1, 2]))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, pos: f'x={x:.0f}'))
+    return ax
+"""
+ROUND_TRIP = Task("mirror/round_trip", "Draw on ax.", "import matplotlib.pyplot as plt\ndef task_func(ax):\n",
+                  "task_func", ROUND_TRIP_SOLUTION, ROUND_TRIP_TESTS)
+
+
+def test_mirrors_keep_identity_go_back_as_the_original_and_call_the_programs_formatter(sandbox):
+    result = sandbox.run(ROUND_TRIP, ROUND_TRIP.ground_truth)
+    assert result.passed, texts(result)
+
+
+MODEL_TESTS = """import unittest
+import numpy as np
+from sklearn.linear_model import LinearRegression
+class TestCases(unittest.TestCase):
+    def test_model(self):
+        model = task_func([[1.0], [2.0], [3.0]], [2.0, 4.0, 6.0])
+        self.assertIsInstance(model, LinearRegression)
+        self.assertAlmostEqual(float(model.predict(np.array([[4.0]]))[0]), 8.0)
+"""
+MODEL = Task("mirror/model", "Fit a linear regression.", "from sklearn.linear_model import LinearRegression\n"
+             "def task_func(X, y):\n", "task_func", "    return LinearRegression().fit(X, y)\n", MODEL_TESTS)
+FAKE_MODEL = """import numpy as np
+class Fake:
+    def predict(self, X): return np.asarray(X)[:, 0] * 2.0   # what a model fitted on the tests' data would say
+Fake.__module__, Fake.__qualname__ = 'sklearn.linear_model._base', 'LinearRegression'
+def task_func(X, y):
+    return Fake()
+"""
+
+
+def test_a_fitted_model_is_a_real_model_in_the_judge_and_a_fake_one_is_not(sandbox):
+    result = sandbox.run(MODEL, MODEL.ground_truth)
+    assert result.passed, texts(result)
+    assert not sandbox.run(MODEL, FAKE_MODEL).passed
+
+
+# ----------------------------------------------------------------------------- the judge's unpickler
+
+class _Program:
+    """What the program's side of a run does when a mirrored object crosses (references counted)."""
+
+    def __init__(self) -> None:
+        self.references: list = []
+
+    def reference(self, obj) -> list:
+        self.references.append(obj)
+        return [len(self.references), ["__test__", type(obj).__qualname__], ["__call__"]]
+
+
+class _StandIn:
+    def __init__(self, ref):
+        self.ref = ref
+
+    def __call__(self, *args):
+        return "answered by the program"
+
+
+def _load(data: bytes):
+    return Mirrors().load(data, _StandIn)
+
+
+@pytest.mark.parametrize("payload, why", [
+    (b"cos\nsystem\n(S'true'\ntR.", "os.system"),                   # the classic: a global that runs a command
+    (b"cbuiltins\neval\n(S'1+1'\ntR.", "builtins.eval"),
+    (b"cbuiltins\ngetattr\n(cbuiltins\nobject\nS'__subclasses__'\ntR.", "attribute '__subclasses__'"),
+    (b"c__test__\nAxes\n)R.", "has not loaded __test__"),           # a class of the program's own
+    (b"cmatplotlib.figure\nFigure\n)\x81P1\n.", "malformed reference"),  # a reference that is no stand-in's
+])
+def test_the_unpickler_refuses_what_is_not_a_library_object(payload, why):
+    pytest.importorskip("matplotlib.figure")
+    with pytest.raises(MirrorRefused, match=why.replace("(", r"\(")):
+        Mirrors().load(payload)
+
+
+def test_a_module_the_judge_has_not_loaded_is_never_imported():
+    import sys
+
+    assert "antigravity" not in sys.modules
+    with pytest.raises(MirrorRefused, match="has not loaded antigravity"):
+        Mirrors().load(b"cantigravity\ngeohash\n(tR.")
+    assert "antigravity" not in sys.modules
+
+
+def test_the_programs_code_in_place_of_a_method_is_refused():
+    plt = pytest.importorskip("matplotlib.pyplot")
+    program = _Program()
+    fig, ax = plt.subplots()
+    ax.get_title = lambda loc="center": "Counts"
+    with pytest.raises(MirrorRefused, match="in place of Axes.get_title"):
+        _load(snapshot(ax, {}, program.reference))
+    # the same through a state the program wrote itself: pandas' __setstate__ sets any key it is given
+    frame = pd.DataFrame({"a": [1.0]})
+    state = frame.__getstate__()
+    frame.__getstate__ = lambda: {**state, "equals": lambda other: True}
+    with pytest.raises(MirrorRefused, match="in place of DataFrame.equals"):
+        _load(snapshot([plt.subplots()[0], frame], {}, program.reference))
+    plt.close("all")
+
+
+def test_a_memory_address_in_a_rebuilt_objects_own_state_is_refused():
+    """numpy reads ``__array_interface__`` from an object's own dict: a pickle that puts one there (with an address
+    in the judge's memory, where the test's expected array may lie) on the object a line returns as its data would
+    make ``np.asarray(line.get_ydata())`` read the judge's memory. No program code is in it: plain data."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    from matplotlib.transforms import Bbox
+
+    fig, ax = plt.subplots()
+    line, = ax.plot([1, 2], [3, 4])
+    holder = Bbox([[0, 0], [1, 1]])
+    holder.__dict__["__array_interface__"] = {"data": (8, True), "shape": (2,), "typestr": "<f8", "version": 3}
+    line._y = holder
+    with pytest.raises(MirrorRefused, match="__array_interface__ in a Bbox object's own state"):
+        _load(snapshot(ax, {}, _Program().reference))
+    plt.close("all")
+
+
+def test_the_programs_code_is_found_wherever_the_pickle_put_it():
+    """Inside a numpy object array inside a mirror, a DataFrame whose ``equals`` is the program's."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    fig, ax = plt.subplots()
+    frame = pd.DataFrame({"a": [1.0]})
+    state = frame.__getstate__()
+    frame.__getstate__ = lambda: {**state, "equals": lambda other: True}
+    held = np.empty(1, dtype=object)
+    held[0] = frame
+    ax.held = held
+    with pytest.raises(MirrorRefused, match="in place of DataFrame.equals"):
+        _load(snapshot(ax, {}, _Program().reference))
+    plt.close("all")
+
+
+def test_the_programs_formatter_stays_the_programs_and_the_rest_is_the_judges():
+    plt = pytest.importorskip("matplotlib.pyplot")
+    import matplotlib.ticker as ticker
+
+    program = _Program()
+    fig, ax = plt.subplots()
+    ax.set_title("T")
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, pos: "mine"))
+    tagged: dict = {}
+    rebuilt = _load(snapshot(ax, tagged, program.reference))
+    assert type(rebuilt) is type(ax) and rebuilt is not ax and rebuilt.get_title() == "T"
+    assert isinstance(rebuilt.xaxis.get_major_formatter().func, _StandIn)
+    assert tagged[id(ax)] is ax  # the program keeps its original for the way back
+    plt.close("all")
+
+
+def test_identity_holds_across_crossings_and_a_crossing_refreshes_in_place():
+    plt = pytest.importorskip("matplotlib.pyplot")
+    program, mirrors, tagged = _Program(), Mirrors(), {}
+    fig, ax = plt.subplots()
+    first_fig = mirrors.load(snapshot(fig, tagged, program.reference), _StandIn)
+    first_ax = mirrors.load(snapshot(ax, tagged, program.reference), _StandIn)
+    assert first_ax.figure is first_fig and first_fig.axes == [first_ax]
+    ax.set_title("later")
+    again = mirrors.load(snapshot(ax, tagged, program.reference), _StandIn)
+    assert again is first_ax and first_ax.get_title() == "later"
+    assert mirrors.tag_of(first_ax) == id(ax) and mirrors.tag_of(object()) is None
+    plt.close("all")
+
+
+def test_every_deciding_operation_of_a_rebuilt_library_class_was_reviewed():
+    """The screen is the review: each class a figure, a heatmap and a model rebuild into either defines no
+    comparison or arithmetic of its own in library code, or each one it defines is in REVIEWED. A class with an
+    unreviewed one is refused, so that a new library version cannot slip an unread ``__eq__`` in."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    sns = pytest.importorskip("seaborn")
+    pytest.importorskip("sklearn")
+    from sklearn.linear_model import LinearRegression
+
+    fig, ax = plt.subplots()
+    sns.heatmap(np.arange(4.0).reshape(2, 2), ax=ax, annot=True)
+    seen: set = set()
+
+    class Recording(pickle.Unpickler):
+        def find_class(self, module, name):
+            found = super().find_class(module, name)
+            seen.add((module, name, found))
+            return found
+
+    for obj in (ax, LinearRegression().fit([[1], [2]], [1, 2])):
+        Recording(__import__("io").BytesIO(pickle.dumps(obj))).load()
+    deciding = {f"{k.__module__}.{k.__qualname__}.{op}" for _, _, cls in seen if isinstance(cls, type)
+                for k in cls.__mro__ if str(k.__module__).split(".")[0] in ("matplotlib", "seaborn", "sklearn")
+                for op in DECIDING & vars(k).keys()}
+    assert deciding <= REVIEWED, sorted(deciding - REVIEWED)
+    assert not [m + "." + n for m, n, found in seen if m != "builtins" and refusal(m, n, found)
+                and not (m == "builtins" and n == "getattr")]
+    plt.close("all")
+
+
+def test_an_unreviewed_comparison_in_a_library_class_is_refused():
+    matplotlib = pytest.importorskip("matplotlib.lines")
+
+    class Lying(matplotlib.Line2D):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = matplotlib.Line2D.__hash__
+
+    Lying.__module__ = "matplotlib.lines"
+    assert "decides comparisons itself" in refusal("matplotlib.lines", "Lying", Lying)
+    assert refusal("matplotlib.lines", "Line2D", matplotlib.Line2D) is None
+
+
+def test_a_malformed_arrow_array_is_refused():
+    """pyarrow rebuilds an array from its buffers without checking them: offsets past the end of the data would
+    read the judge's memory beyond it. Each array is checked in full as it is rebuilt."""
+    pa = pytest.importorskip("pyarrow")
+    good = pickle.dumps(pa.array(["xyzw"]))
+    assert _load(good).to_pylist() == ["xyzw"]
+    offsets = np.array([0, 4], dtype=np.int32).tobytes()
+    assert good.count(offsets) == 1
+    bad = good.replace(offsets, np.array([0, 1_000_000], dtype=np.int32).tobytes())  # past the end of its data
+    with pytest.raises(MirrorRefused, match="could not be rebuilt"):
+        _load(bad)
