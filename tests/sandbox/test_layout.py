@@ -17,10 +17,15 @@ Checked on the source (``ast``), so a lazy import inside a function or under ``T
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from convcodeworld_gym.sandbox.host.launch import PACKAGE_DIR, worker_boot
 
 PACKAGE = Path(__file__).resolve().parents[2] / "convcodeworld_gym"
 SANDBOX = "convcodeworld_gym.sandbox"
@@ -73,6 +78,17 @@ def _room(name: str) -> str | None:
     if not parts:
         return None
     return "records" if parts[0] in RECORDS else parts[0]
+
+
+def test_a_booted_worker_loads_its_own_room_and_the_lower_floors_only() -> None:
+    """The rooms are real at run time too: a worker boots with no host or backend code in its memory."""
+    code = worker_boot(PACKAGE_DIR, start=False) + (
+        "import json\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('convcodeworld_gym.sandbox.'))))")
+    loaded = json.loads(subprocess.run([sys.executable, "-s", "-c", code], capture_output=True, text=True, check=True,
+                                       timeout=60).stdout)
+    rooms = {_room(name) for name in loaded}
+    assert {"worker", "run", "confinement", "runtimes", "records"} <= rooms, loaded
+    assert FLOORS["worker"] == max(FLOORS[room] for room in rooms), loaded
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -38,16 +38,18 @@ EXIT_WAIT_S = 5.0
 def worker_boot(package_dir: str, *, start: bool = True) -> str:
     """Python source (for ``python -s -c``) that imports the worker from ``package_dir`` and, if ``start``, runs it.
 
-    The package's own ``__init__`` (gymnasium, the env, ...) is not run: a bare package object whose
-    path is ``package_dir`` stands in for it, so the worker imports only the sandbox subpackage, which
-    imports only the standard library. Nothing is added to ``sys.path`` (the dir above the package may be
-    a site-packages full of the env's own libraries): a runtime interpreter with nothing of this project
-    installed, and other pins, runs it.
+    Neither the package's ``__init__`` (gymnasium, the env, ...) nor the sandbox's (the host's executors) is run:
+    bare package objects whose paths are ``package_dir`` and its ``sandbox`` dir stand in for them, so the worker
+    imports its own room and the rooms below it (run, confinement, runtimes, the records), standard library only,
+    and no host code. Nothing is added to ``sys.path`` (the dir above the package may be a site-packages full of
+    the env's own libraries): a runtime interpreter with nothing of this project installed, and other pins, runs it.
     """
+    sandbox_dir = os.path.join(package_dir, "sandbox")
     return ("import sys, types\n"
-            "package = types.ModuleType('convcodeworld_gym')\n"
-            f"package.__path__ = [{package_dir!r}]\n"
-            "sys.modules['convcodeworld_gym'] = package\n"
+            f"for name, path in (('convcodeworld_gym', {package_dir!r}), ('convcodeworld_gym.sandbox', {sandbox_dir!r})):\n"
+            "    package = types.ModuleType(name)\n"
+            "    package.__path__ = [path]\n"
+            "    sys.modules[name] = package\n"
             f"from {WORKER_MODULE} import main\n"
             + ("main()\n" if start else ""))
 
