@@ -2,8 +2,8 @@
 child.
 
 Started by :class:`~convcodeworld_gym.sandbox.host.pool.SandboxExecutor` as ``python -s -c BOOT CONFIG_JSON``
-(:func:`..host.launch.worker_boot`: the runtime interpreter, this package's sandbox code only, the standard
-library only; ``CONFIG_JSON``: a :class:`~..messages.WorkerConfig`) with a scrubbed environment. At start
+(:func:`..host.launch.worker_boot`: the runtime interpreter, the worker's room and the floors below it only, the
+standard library only; ``CONFIG_JSON``: a :class:`~..messages.WorkerConfig`) with a scrubbed environment. At start
 it confines itself as far as it can (see :mod:`..confinement.confine`), forks its *zygote* (:mod:`.zygote`,
 before it reads any job: the process runs are forked from, which imports the heavy libraries it is told to
 preload and never holds a job), and answers :class:`~..messages.Ready`. Then, per job (a
