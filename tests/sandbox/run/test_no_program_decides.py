@@ -50,6 +50,14 @@ CHECKS = {
     "startswith_method": "self.assertTrue(task_func(2).startswith('4.0'))",
     "np.array_equal": "self.assertTrue(np.array_equal(task_func(2), [4.0, 4.0]))",
     "np.testing.assert_array_equal": "np.testing.assert_array_equal(task_func(2), [4.0, 4.0])",
+    # order and membership: the answer of <, >, == and hash() with the test's value
+    "chained_bounds": "self.assertTrue(3.99 < task_func(2) < 4.01)",
+    "assertGreaterEqual": "self.assertGreaterEqual(task_func(2), 4.0)",
+    "assertIn_list": "self.assertIn(task_func(2), [4.0, 5.0])",
+    "assertIn_set": "self.assertIn(task_func(2), {4.0})",
+    "sorted_equal": "self.assertEqual(sorted(task_func(2)), [4.0, 4.0])",
+    "assertCountEqual": "self.assertCountEqual(task_func(2), [4.0, 4.0])",
+    "max_of_items": "self.assertEqual(max(task_func(2)), 4.0)",
 }
 CHECK_PRELUDE = "import unittest\nimport math\nimport numpy as np\nimport pandas as pd\n"
 
@@ -64,7 +72,16 @@ def check_task(name: str) -> Task:
 HONEST = {"np.allclose": "[4.0, 4.0]", "np.testing.assert_allclose": "[4.0, 4.0]", "np.array_equal": "[4.0, 4.0]",
           "np.testing.assert_array_equal": "[4.0, 4.0]",
           "np.testing.assert_array_almost_equal": "[4.0, 4.0]", "pd.testing.assert_frame_equal": "pd.DataFrame({'a': [4.0]})",
-          "equals_method": "pd.DataFrame({'a': [4.0]})", "startswith_method": "'4.0'"}
+          "equals_method": "pd.DataFrame({'a': [4.0]})", "startswith_method": "'4.0'",
+          "sorted_equal": "[4.0, 4.0]", "assertCountEqual": "[4.0, 4.0]", "max_of_items": "[4.0, 4.0]"}
+
+COMPARES_EQUAL = """class W:
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    def __lt__(self, other): return True
+    __le__ = __gt__ = __ge__ = __lt__
+    def __hash__(self): return hash(4.0)
+"""
 
 #: Programs that solve nothing: each returns an object of its own whose operations answer "no difference".
 FORGERIES = {
@@ -129,6 +146,9 @@ numbers.Real.register(R)
 def task_func(x):
     return R()
 """,
+    # answers every comparison "equal and within bounds", and hashes like the expected value (sets, dicts, Counter)
+    "compares_equal_and_within": COMPARES_EQUAL + "def task_func(x):\n    return W()\n",
+    "items_that_compare_equal": COMPARES_EQUAL + "def task_func(x):\n    return [W(), W()]\n",
     # takes over numpy's dispatch: every ufunc (subtract, isclose's, equal) and every array function (array_equal,
     # allclose, the testing module's comparisons) handed to it with the test's arrays answers "equal"
     "numpy_dispatch": """import numpy as np
