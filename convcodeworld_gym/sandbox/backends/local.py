@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LocalExecutor"]
 
-#: The runner script each run's fresh interpreter is started on (run as a script, it imports nothing of the package).
+#: The runner script each run's fresh interpreter is started on (run as a script, it imports only ``messages.py``).
 _RUNNER = Path(runner.__file__)
 
 
