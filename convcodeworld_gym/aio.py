@@ -38,7 +38,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 __all__ = ["Call", "Plan", "run_blocking", "run_awaited", "async_twin", "method_call", "BoundedThreads", "run_sync"]
 
@@ -143,6 +143,16 @@ def _one(call: Call[T]) -> Plan[T]:
 _MOST_THREADS = 4096  # what a pool's threads may number, whatever its capacity says
 
 
+class _Waiting(NamedTuple):
+    """A call in a :class:`BoundedThreads` queue: ``fn(*args)``, the future its thread sets, and its caller's await of
+    it (cancelled at once by ``task.cancel()``, while the cancel reaches ``future`` only on the loop's next turn)."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    future: concurrent.futures.Future[Any]
+    awaited: asyncio.Future[Any]
+
+
 class BoundedThreads:
     """A FIFO pool of threads whose calls are awaited: blocking work (an executor's runs) off the event loop, first
     come first served, never more at once than its capacity. A slow call holds one thread only.
@@ -165,8 +175,7 @@ class BoundedThreads:
             raise ValueError(f"BoundedThreads needs size >= 1, got {size!r}")
         self.size = size
         self._capacity = capacity or (lambda: size)
-        self._waiting: collections.deque[tuple[Callable[..., Any], tuple[Any, ...], concurrent.futures.Future[Any]]] = (
-            collections.deque())
+        self._waiting: collections.deque[_Waiting] = collections.deque()
         self._running = 0
         self._lock = threading.Lock()
         # Threads are made as calls start (never more than ran at once); the capacity, not the pool, bounds them.
@@ -176,10 +185,11 @@ class BoundedThreads:
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in one of the pool's threads, awaited; queued behind earlier calls while all are busy."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        awaited = asyncio.wrap_future(future)
         with self._lock:
-            self._waiting.append((fn, args, future))
+            self._waiting.append(_Waiting(fn, args, future, awaited))
             self._start_next()
-        return await asyncio.wrap_future(future)
+        return await awaited
 
     def recheck(self) -> None:
         """Start waiting calls that the capacity allows now (it rose)."""
@@ -193,15 +203,17 @@ class BoundedThreads:
     def _start_next(self) -> None:
         """With the lock held: start the calls at the head of the queue while the capacity allows."""
         while self._waiting and self._running < self._capacity():
-            fn, args, future = self._waiting.popleft()
-            if not future.set_running_or_notify_cancel():  # its caller gave up while it waited
+            call = self._waiting.popleft()
+            if call.awaited.cancelled():  # its caller gave up while it waited; the cancel reaches ``future`` later
+                call.future.cancel()
+            if not call.future.set_running_or_notify_cancel():
                 continue
             self._running += 1
             try:
-                self._pool.submit(self._run, fn, args, future)
+                self._pool.submit(self._run, call.fn, call.args, call.future)
             except RuntimeError as exc:  # closed
                 self._running -= 1
-                future.set_exception(exc)
+                call.future.set_exception(exc)
 
     def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], future: concurrent.futures.Future[Any]) -> None:
         try:
