@@ -1,16 +1,26 @@
-"""Survey: what the library objects of BigCodeBench's canonical solutions pickle into.
+"""Survey: what the library objects of BigCodeBench's canonical solutions are made of, and the table made from it.
 
-The split judge rebuilds the library objects a program returns (matplotlib figures, fitted models ...) from
-their pickle, under the policy of :mod:`convcodeworld_gym.sandbox.run.mirror_allowed` (which classes and functions a
-pickle may name). This tool measures what that policy meets: it runs each task's canonical solution with its
-tests in one process (as the reference does, no sandbox: canonical solutions only), and for every value that
-``task_func`` returns and every open matplotlib figure after each call, prints, as JSON lines, the classes that
-would not cross as data; for each of a mirrored library, whether the judge's own ``Mirrors.load`` rebuilds it (or
-why not) and the globals its pickle names. Other classes cross as stand-ins, whose class the judge never grants.
+The split judge rebuilds the library objects a program returns (matplotlib figures, fitted models ...) from a data
+tree that names each class by its exact ``module:qualname``, only where the class is in the reviewed table of
+:mod:`convcodeworld_gym.sandbox.run.mirror_table`. This tool measures what that table must hold: it runs each task's
+canonical solution with its tests in one process (as the reference does, no sandbox: canonical solutions only), and
+for every value that ``task_func`` returns and every open matplotlib figure after each call, makes its mirror with
+the program side's own :func:`~convcodeworld_gym.sandbox.run.mirror.snapshot`, and prints, as JSON lines:
+
+* ``--open`` (the evidence): every class of a mirrored library the mirror lists, every library callable it holds
+  as a value, and the classes that it leaves to stand-ins;
+* without it (the check): for each value, whether the judge's own ``Mirrors.load`` rebuilds its mirror under the
+  table as it is (or why not).
+
+``--table survey.jsonl`` writes the table module from an ``--open`` survey's lines (classes whose screens pass in
+this runtime, each with why its comparisons are its library's own; callables of the mirrored libraries).
 
 Run it with the runtime's interpreter, from the repository root:
 
-    /path/to/runtime/bin/python envs/bigcodebench/mirror_survey.py BigCodeBench.jsonl.gz > survey.jsonl
+    /path/to/runtime/bin/python envs/bigcodebench/mirror_survey.py --open BigCodeBench.jsonl.gz > survey.jsonl
+    /path/to/runtime/bin/python envs/bigcodebench/mirror_survey.py --table survey.jsonl \
+        > convcodeworld_gym/sandbox/run/mirror_table.py
+    /path/to/runtime/bin/python envs/bigcodebench/mirror_survey.py BigCodeBench.jsonl.gz > check.jsonl
 
 Each task runs in a subprocess of its own (a crash or hang costs only that task: 120 s at most). The canonical
 solutions and their tests run **unconfined**: they write where they like (one creates ``/non/existent/path``, which
@@ -21,68 +31,90 @@ throwaway container; as root it refuses unless ``--allow-root`` is given.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 _PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "convcodeworld_gym")
-_package = type(sys)("convcodeworld_gym")  # the sandbox alone, as a worker boots it (no gymnasium in a runtime)
-_package.__path__ = [_PACKAGE_DIR]
-sys.modules["convcodeworld_gym"] = _package
+for _name, _dir in (("convcodeworld_gym", _PACKAGE_DIR), ("convcodeworld_gym.sandbox", os.path.join(_PACKAGE_DIR, "sandbox"))):
+    _package = type(sys)(_name)  # the sandbox's run room alone, as a worker boots it (no gymnasium in a runtime)
+    _package.__path__ = [_dir]
+    sys.modules[_name] = _package
 from convcodeworld_gym.sandbox.run.codec import Codec  # noqa: E402
 from convcodeworld_gym.sandbox.run.mirror import MirrorRefused, Mirrors, mirrored, snapshot  # noqa: E402
+from convcodeworld_gym.sandbox.run.mirror_allowed import (DECIDING, MIRRORED_ROOTS, class_refusal, key_of,  # noqa: E402
+                                                          root_of)
 
 _SEEN: dict[int, object] = {}  # each object surveyed once (kept alive, so that its id is not reused)
+_OPEN = "--open" in sys.argv
+#: Roots whose functions and classes an open survey lets a mirror hold as values (each then read for the table).
+_CALLABLE_ROOTS = MIRRORED_ROOTS | {"numpy", "pandas"}
 
 
-def _globals_of(data: bytes) -> list[list[str]]:
-    """The (module, name) pairs a pickle names, read by an unpickler that records each lookup."""
-    seen: set[tuple[str, str]] = set()
+def _open_admit(cls: type) -> bool:
+    key = key_of(cls) or ""
+    return (root_of(key) in MIRRORED_ROOTS and "<locals>" not in key and not issubclass(cls, BaseException))
 
-    class Recorder(pickle.Unpickler):
-        def find_class(self, module: str, name: str):  # noqa: ANN201
-            seen.add((module, name))
-            if (module, name) == ("convcodeworld_gym.sandbox.run.mirror", "_tagged"):
-                return lambda tag, cls: cls.__new__(cls)
-            return super().find_class(module, name)
 
-        def persistent_load(self, pid):  # noqa: ANN001, ANN201
-            return _Reference()
-
-    Recorder(io.BytesIO(data)).load()
-    return sorted([m, n] for m, n in seen)
+def _open_callable(key: str) -> bool:
+    return root_of(key) in _CALLABLE_ROOTS and "<locals>" not in key
 
 
 def _survey_one(obj, found: list) -> None:
-    cls = type(obj)
-    entry = {"class": f"{cls.__module__}.{cls.__qualname__}"}
     if id(obj) in _SEEN:
         return
     _SEEN[id(obj)] = obj
-    if not mirrored(cls):  # crosses as a stand-in: only its class is of interest
+    entry = {"class": key_of(type(obj))}
+    standins: list[str] = []
+
+    def by_reference(o):  # noqa: ANN001, ANN202
+        standins.append(key_of(type(o)) or repr(type(o)))
+        return [0, ["", type(o).__qualname__], ["__call__"]]
+
+    if _OPEN:
+        tree = snapshot(obj, {}, by_reference, _open_admit, _open_callable)
+        if tree is None:
+            entry.update(ok=False, error="no mirror: it crosses as a stand-in")
+        else:
+            entry.update(classes=sorted({o[1] for o in tree[2]}), callables=sorted(_callables(tree)),
+                         standins=sorted(set(standins)))
+        found.append(entry)
+        return
+    if not mirrored(type(obj)):  # crosses as a stand-in: only its class is of interest
         entry.update(ok=None)
         found.append(entry)
         return
-    data = snapshot(obj, {}, lambda o: [0, ["", type(o).__qualname__], ["__call__"]])
-    if data is None:
-        entry.update(ok=False, error="cannot be pickled: it crosses as a stand-in")
+    tree = snapshot(obj, {}, by_reference)
+    if tree is None:
+        entry.update(ok=False, error="no mirror: it crosses as a stand-in")
     else:
-        entry.update(bytes=len(data), globals=_globals_of(data))
+        entry.update(bytes=len(json.dumps(tree)), objects=len(tree[2]), standins=sorted(set(standins)))
         plt = sys.modules.get("matplotlib.pyplot")
         before = set(plt.get_fignums()) if plt is not None else set()
         try:
-            Mirrors().load(data, lambda reference: _Reference())
+            Mirrors().load(tree, lambda reference: _Reference())
             entry.update(ok=True)
         except MirrorRefused as exc:
             entry.update(ok=False, error=str(exc)[:300])
         for num in set(plt.get_fignums()) - before if plt is not None else ():
             plt.close(num)  # a rebuilt figure registers with pyplot (here the program's own)
     found.append(entry)
+
+
+def _callables(tree) -> set[str]:  # noqa: ANN001
+    """The keys of the ``["r", "fn", key]`` references in a mirror's trees."""
+    found: set[str] = set()
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            if len(node) == 3 and node[0] == "r" and node[1] == "fn" and isinstance(node[2], str):
+                found.add(node[2])
+            todo.extend(node)
+    return found
 
 
 class _Reference:
@@ -106,7 +138,7 @@ def _walk(value, found: list) -> None:
 
 
 def child(task_json: str) -> None:
-    """Run one task (its record as JSON) and print what its objects pickle into."""
+    """Run one task (its record as JSON) and print what its objects are made of."""
     import unittest
 
     task = json.loads(task_json)
@@ -134,9 +166,77 @@ def child(task_json: str) -> None:
     print(json.dumps({"task_id": task["task_id"], "passed": result.wasSuccessful(), "objects": found}))
 
 
+def _why(cls: type) -> str:
+    """Why a class's comparisons are its library's own (the screens of .mirror_allowed, as this runtime has it)."""
+    own = sorted(f"{k.__qualname__}.{op}" for k in cls.__mro__ if root_of(str(k.__dict__.get("__module__", ""))) in MIRRORED_ROOTS
+                 for op in DECIDING & vars(k).keys())
+    bases = [k.__name__ for k in cls.__mro__ if k.__module__ == "builtins" and k is not object]
+    if own:
+        return "its comparisons were read (mirror_allowed.REVIEWED): " + ", ".join(own[:4])
+    if bases:
+        return f"no comparison of its own: compares as its builtin base {bases[0]}"
+    return "no comparison or arithmetic of its own: compared by identity"
+
+
+def table(lines: list[str]) -> str:
+    """The table module from an open survey's lines: each class listed whose screens pass here, each callable held."""
+    import importlib
+
+    classes: set[str] = set()
+    callables: set[str] = set()
+    for line in lines:
+        record = json.loads(line)
+        for entry in record.get("objects", ()):
+            classes.update(entry.get("classes", ()))
+            callables.update(entry.get("callables", ()))
+    rows, refused = [], []
+    for key in sorted(classes):
+        module, _, qualname = key.partition(":")
+        try:
+            found = importlib.import_module(module)
+            for part in qualname.split("."):
+                found = getattr(found, part)
+        except Exception as exc:  # noqa: BLE001
+            refused.append(f"# {key}: not found here ({type(exc).__name__})")
+            continue
+        if class_refusal_open(found) is not None:
+            refused.append(f"# {key}: {class_refusal_open(found)}")
+            continue
+        rows.append(f"    {key!r}: {_why(found)!r},")
+    out = [TABLE_HEAD, "CLASSES: dict[str, str] = {", *rows, "}", "#: Left out (the screens refuse them here):",
+           *refused, "CALLABLES: dict[str, str] = {"]
+    out += [f"    {key!r}: 'a library callable a mirrored object holds (a callback, a factory)'," for key in sorted(callables)]
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def class_refusal_open(cls: type) -> str | None:
+    """:func:`.mirror_allowed.class_refusal` but for the table's membership (the class is being added to it)."""
+    why = class_refusal(cls)
+    return None if why is None or why.endswith("is not in the reviewed table of library classes") else why
+
+
+TABLE_HEAD = '''"""Runs in both processes of a split run: the reviewed table of what a mirror may name (see :mod:`.mirror_allowed`).
+
+Generated by ``envs/bigcodebench/mirror_survey.py --table`` from what the 1140 BigCodeBench canonical solutions
+return (and the figures they leave open), surveyed in the pinned runtime; then read. Each class says why its
+comparisons are its library's own; a class that defines a comparison of its own passes only where that comparison
+was read (``mirror_allowed.REVIEWED``), and its ``__setstate__`` only where that was read (``REVIEWED_SETSTATE``).
+
+Holds:
+    CLASSES    ``module:qualname`` of each library class a mirror may list -> why its comparisons are its library's
+    CALLABLES  ``module:qualname`` of each library function or class a mirror may hold as a value -> what it is
+"""
+
+__all__ = ["CLASSES", "CALLABLES"]
+
+#: The library classes a mirror may list.'''
+
+
 def _run(task: dict) -> str:
     try:
-        out = subprocess.run([sys.executable, __file__, "--child"], input=json.dumps(task), capture_output=True,
+        out = subprocess.run([sys.executable, __file__, "--child", *(["--open"] if _OPEN else [])],
+                             input=json.dumps(task), capture_output=True,
                              text=True, timeout=120, env={**os.environ, "MPLBACKEND": "Agg"})
         lines = [line for line in out.stdout.splitlines() if line.startswith('{"task_id"')]
         return lines[-1] if lines else json.dumps({"task_id": task["task_id"], "error": out.stderr[-300:]})
@@ -145,15 +245,22 @@ def _run(task: dict) -> str:
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--child"]:
+    if "--child" in sys.argv:
         child(sys.stdin.read())
+        return
+    if sys.argv[1] == "--table":
+        with open(sys.argv[2]) as fh:
+            sys.stdout.write(table(fh.readlines()))
         return
     if os.geteuid() == 0 and "--allow-root" not in sys.argv:
         sys.exit("mirror_survey: this runs canonical solutions unconfined and they write outside their directory; "
                  "run it as an unprivileged user or in a throwaway container (or pass --allow-root there)")
-    with gzip.open(sys.argv[1], "rt") as fh:
+    with gzip.open([a for a in sys.argv[1:] if not a.startswith("--")][0], "rt") as fh:
         tasks = [json.loads(line) for line in fh]
     wanted = tasks[int(os.environ.get("SURVEY_FROM", "0")):int(os.environ.get("SURVEY_TO", len(tasks)))]
+    # a library object can come only from a library the task imports (pandas' plots are matplotlib's)
+    wanted = [t for t in wanted if any(name in t["code_prompt"] + t["canonical_solution"] + t["test"]
+                                       for name in (*MIRRORED_ROOTS, "pandas"))]
     with ThreadPoolExecutor(int(os.environ.get("SURVEY_JOBS", "2"))) as pool:
         for line in pool.map(_run, wanted):
             print(line, flush=True)

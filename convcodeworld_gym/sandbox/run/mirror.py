@@ -1,40 +1,56 @@
-"""Runs in both processes of a split run: mirrors, the library objects a program returns rebuilt in the judge as real
-objects of the judge's library.
+"""Runs in both processes of a split run: mirrors, the library objects a program returns rebuilt in the judge from data.
 
 Runs in both processes of a split run: :func:`snapshot` in the program's, :class:`Mirrors` in the judge's.
 
 A test inspects a library object the program returned by asking the object itself: ``isinstance(ax, plt.Axes)``,
 ``ax.get_title()``, ``model.predict(X)``. A stand-in would forward each question to the program's process, where
-the program answers whatever it likes: it may patch the library, or define a class that only claims the
-library's name. So an object of a *mirrored library* (:data:`MIRRORED_ROOTS`) crosses as a mirror: the program's
-process pickles it (:func:`snapshot`); the judge rebuilds it (:meth:`Mirrors.load`) with an unpickler that
+the program answers whatever it likes. So an object of a class in the reviewed table (:mod:`.mirror_allowed`)
+crosses as a mirror: a *data tree* that the judge rebuilds into a real object of its own library, whose every answer
+is then computed in the judge.
 
-* finds only the globals that :func:`.mirror_allowed.refusal` lets through (classes of the mirrored libraries
-  that decide no comparison themselves, numpy's and pandas' data types and their rebuilding functions, plain
-  data types, a few callbacks), and only in modules the judge has already loaded: it never imports a module
-  the program named;
-* makes each tagged object with ``cls.__new__(cls)`` (no ``__init__`` runs) and gives it its state;
-* reads ``getattr`` only as a method of an object it rebuilt, defined by an allowed class (a bound method
-  in a callback registry), never a dunder or a private attribute of anything else.
+The program owns its process, so whatever crosses may be forged. Nothing in a mirror is loaded as code or as a
+pickle, and the judge calls nothing with arguments the program chose, except the typed constructors below. A mirror
+is the tree ``["mirror", root, objects]``:
 
-The test then asks a real object of the judge's own library, whose every answer is computed in the judge
-from data: a claimed class buys nothing, and no library code of the program's process is asked.
+* ``root`` is a :mod:`.codec` tree (data: numbers, strings, containers, numpy arrays, pandas frames ...) in which
+  library objects and callables appear only as references;
+* ``objects`` lists each library object the value reaches: ``[tag, key, state, items, entries, members]``. The
+  judge makes it with ``cls.__new__(cls)``, ``cls`` being the class the table names ``key`` (an exact
+  ``module:qualname``), or, for a tuple subclass, with ``tuple.__new__(cls, members)``; then gives it its
+  ``state`` (a codec tree): by a plain update of its ``__dict__`` and slots, or by the library's own reviewed
+  ``__setstate__``; ``items`` and ``entries`` fill a library list or dict subclass. States are given in the
+  reverse of the order listed, so an object's parts are whole before it (as pickle does).
 
-Identity: the program tags each object of a mirrored library with its ``id`` there, so the judge gives the same
-object the same mirror each time it crosses (``ax.figure is fig``), refreshes it in place with its new state, and
-hands a mirror back to the program as the program's original (a ``["r", "tagged", tag]`` reference), on which
-the program draws. A mirror is a snapshot: what the program changes later shows when the object crosses again.
+The references inside the trees (the codec's ``["r", ...]``):
 
-A pickle the judge refuses (a class of the program's own, an unlisted global) leaves the object a plain
-stand-in, whose class the judge does not grant: the test sees no library object there.
+* ``["r", "obj", tag]``: one of the objects listed;
+* ``["r", "fn", key]``: a library function or class of the table's callables, as a value (a callback);
+* ``["r", "meth", owner, name]``: a library method bound to a listed object, or ``remove``/``close`` of a plain
+  container (an artist's ``_remove_method``);
+* ``["r", "new", name, args]``: one of three typed constructors: ``"partial"`` (``functools.partial`` of
+  ``[func, args, kwargs]``, a callable that is itself one of these references or the program's, a tuple and a dict
+  of names), ``"object"`` (a bare ``object()``, a sentinel) and ``"count"`` (``itertools.count`` of numbers);
+* ``["r", "mine", handle, claim, capabilities]``: an object of the program's own (its lambda formatter, an
+  instance of its class): the judge's stand-in of it, whose class the judge never grants.
+
+State never lands on a class, a module or a function: only on the instances the judge made here (or made for the
+same tag before). A state key may not be a dunder nor a memory-address protocol, and the program's code or a
+method of another object may not stand in place of a method of the object's class (checked over everything built).
+
+Identity: the program tags each object with its ``id`` there, so the judge gives the same object the same mirror
+each time it crosses (``ax.figure is fig``), refreshes it in place with its new state, and hands a mirror back to
+the program as the program's original (a ``["r", "tagged", tag]`` reference), on which the program draws. A
+mirror is a snapshot: what the program changes later shows when the object crosses again.
+
+A mirror the judge refuses leaves the object a plain stand-in, whose class the judge does not grant: the test
+sees no library object there.
 
 Holds:
-    MIRRORED_ROOTS  the libraries whose objects cross as mirrors
     mirrored        program side: does an object of this class cross as a mirror?
-    snapshot        program side: the pickle of an object, its mirrored parts tagged
+    snapshot        program side: the tree of an object, its library objects listed and tagged
     Mirrors         judge side: the mirrors of one run (rebuild, refresh, identity, the way back)
-    MirrorRefused   why the judge would not rebuild a pickle
-    MAX_SNAPSHOT_BYTES  the largest pickle the judge rebuilds
+    MirrorRefused   why the judge would not rebuild a mirror
+    MAX_OBJECTS     the most objects one mirror may list
 """
 
 from __future__ import annotations
@@ -43,112 +59,134 @@ import copyreg
 import functools
 import gc
 import inspect
-import io
-import pickle
-import sys
+import itertools
 import types
 from collections.abc import Callable
 from typing import Any
 
-from .mirror_allowed import (BOUND_BUILTIN_METHODS, FUNCTIONS, MIRRORED_ROOTS, PLAIN_TYPES, POINTER_PROTOCOLS, refusal,
-                             root_of)
+from .codec import Codec, CodecError, CodecLimits
+from .mirror_allowed import (BOUND_BUILTIN_METHODS, MIRRORED_ROOTS, POINTER_PROTOCOLS, key_of, root_of, setstate_of,
+                             table_callable, table_class)
+from .mirror_table import CALLABLES, CLASSES
 
-__all__ = ["MIRRORED_ROOTS", "mirrored", "snapshot", "Mirrors", "MirrorRefused", "MAX_SNAPSHOT_BYTES"]
+__all__ = ["mirrored", "snapshot", "Mirrors", "MirrorRefused", "MAX_OBJECTS"]
 
-#: The largest pickle the judge rebuilds (a larger one leaves the object a stand-in).
-MAX_SNAPSHOT_BYTES = 64 << 20
+#: The most objects one mirror may list (a figure of a few hundred artists lists a few thousand).
+MAX_OBJECTS = 100_000
+#: The bounds of each tree of a mirror (the whole message is bounded by the channel's own limits too).
+_LIMITS = CodecLimits(max_depth=100, max_items=2_000_000, max_bytes=256 << 20)
 
 
 class MirrorRefused(Exception):
-    """The judge would not rebuild a pickle from the program's process (the text says why)."""
+    """The judge would not rebuild a mirror from the program's process (the text says why)."""
 
 
 def mirrored(cls: type) -> bool:
     """Does an object of ``cls`` cross to the judge as a mirror? (Program side: a hint only; the judge decides.)"""
-    module = cls.__dict__.get("__module__") if isinstance(cls.__dict__.get("__module__"), str) else ""
-    return root_of(module) in MIRRORED_ROOTS and not issubclass(cls, BaseException)
+    return key_of(cls) in CLASSES and not issubclass(cls, BaseException)
 
 
-def _tagged(tag: int, cls: type) -> Any:
-    """The name a tagged object is pickled under; the judge's unpickler answers it with :meth:`Mirrors._object`."""
-    raise MirrorRefused("a tagged object is rebuilt only by the judge's unpickler")
+# ------------------------------------------------------------------------------------------------ program side
 
-
-#: Types pickle writes itself: always in the pickle.
-_NATIVE = frozenset({int, float, complex, str, bytes, bytearray, bool, type(None), list, tuple, dict, set, frozenset,
-                     slice, range, type(Ellipsis), type(NotImplemented)})
-
-
-@functools.lru_cache(maxsize=4096)
-def _class_refusal(cls: type) -> str | None:
-    """Why the judge will not rebuild an object of ``cls`` (:func:`.mirror_allowed.refusal`), or None."""
-    return refusal(str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")), cls)
-
-
-def _by_reference(obj: Any) -> bool:
-    """Program side: does ``obj``, inside a mirror, cross as a reference (a stand-in in the judge) rather than in the
-    pickle? It does where the judge would not rebuild it (:func:`.mirror_allowed.refusal`): the program's own code
-    and objects (a lambda tick formatter, an instance of its class), an open file, a lock, a class no one has
-    reviewed. So a mirror degrades part by part instead of being refused whole. (A hint only: the judge decides.)"""
-    cls = type(obj)
-    if cls in _NATIVE or obj is _tagged or obj is getattr:
-        return False
-    if isinstance(obj, type):
-        return _class_refusal(obj) is not None
-    owner = getattr(obj, "__self__", None)
-    if isinstance(obj, (types.MethodType, types.BuiltinMethodType)) and owner is not None \
-            and not isinstance(owner, types.ModuleType):  # a bound method: pickled as getattr(owner, name)
-        name = str(getattr(obj, "__name__", ""))
-        if isinstance(owner, type):  # a class's own rebuilding function (zoneinfo's ZoneInfo._unpickle)
-            return _class_refusal(owner) is not None or (root_of(str(owner.__module__)), f"{owner.__qualname__}.{name}") not in FUNCTIONS
-        if isinstance(obj, types.MethodType):  # a library method of an object the judge rebuilds
-            module = getattr(obj.__func__, "__module__", None)
-            return _by_reference(owner) or not isinstance(module, str) or root_of(module) not in MIRRORED_ROOTS
-        return not (name in BOUND_BUILTIN_METHODS and (type(owner) in (list, dict, set) or _class_refusal(type(owner)) is None))
-    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if callable(obj) and isinstance(module, str) and isinstance(name, str):  # a function: Python, C or Cython
-        return refusal(module, name, obj) is not None
-    return _class_refusal(cls) is not None
-
-
-class _Snapshotter(pickle.Pickler):
-    """A pickler that tags each object of a mirrored library with its ``id`` (and keeps it in ``tagged``), and
-    sends the program's own objects inside it by reference (``by_reference`` gives the reference's parts)."""
-
-    def __init__(self, file: io.BytesIO, tagged: dict[int, Any], by_reference: Callable[[Any], list]) -> None:
-        super().__init__(file, protocol=4)
-        self.tagged, self.by_reference = tagged, by_reference
-
-    def persistent_id(self, obj: Any) -> Any:
-        return ("ref", *self.by_reference(obj)) if _by_reference(obj) else None
-
-    def reducer_override(self, obj: Any) -> Any:
-        cls = type(obj)
-        if isinstance(obj, type) or not mirrored(cls):
-            return NotImplemented
-        try:
-            reduced = obj.__reduce_ex__(4)
-        except Exception:  # noqa: BLE001 - pickle then says why it cannot
-            return NotImplemented
-        if not (isinstance(reduced, tuple) and len(reduced) >= 2 and reduced[0] is copyreg.__newobj__
-                and reduced[1] == (cls,)):
-            return NotImplemented  # a custom reduction (a numpy-backed type): pickled as the library does it
-        self.tagged[id(obj)] = obj
-        return (_tagged, (id(obj), cls), *reduced[2:])
-
-
-def snapshot(obj: Any, tagged: dict[int, Any], by_reference: Callable[[Any], list]) -> bytes | None:
-    """The pickle of ``obj`` with its mirrored parts tagged (``tagged`` keeps each by its tag, for the way back)
-    and the program's own objects in it by reference (``by_reference(o)``: ``[handle, claim, capabilities]``
-    of a stand-in), or None where it cannot be pickled (a file, a lock)."""
-    buffer = io.BytesIO()
+def _reduced(obj: Any) -> tuple[Any, Any, Any, Any] | None:
+    """``(state, items, entries, members)`` of ``obj`` as pickle would take them, or None where its class reduces
+    another way: made by ``cls.__new__(cls)`` (``copyreg.__newobj__`` of its class alone), then given its state; or,
+    for a tuple subclass (a namedtuple, matplotlib's ``BarContainer``), made of its ``members`` (read as the tuple it
+    is), then given its state."""
     try:
-        _Snapshotter(buffer, tagged, by_reference).dump(obj)
+        reduced = obj.__reduce_ex__(4)
+    except Exception:  # noqa: BLE001 - it cannot be pickled: it crosses as a stand-in
+        return None
+    cls = type(obj)
+    if not (type(reduced) is tuple and 2 <= len(reduced) <= 6 and reduced[0] is copyreg.__newobj__
+            and type(reduced[1]) is tuple and reduced[1][:1] == (cls,)):
+        return None
+    members = tuple(tuple.__iter__(obj)) if isinstance(obj, tuple) else None
+    if len(reduced[1]) != 1 and members is None:
+        return None
+    state = reduced[2] if len(reduced) > 2 else None
+    try:
+        items = None if len(reduced) < 4 or reduced[3] is None else list(reduced[3])
+        entries = None if len(reduced) < 5 or reduced[4] is None else [tuple(pair) for pair in reduced[4]]
+    except Exception:  # noqa: BLE001
+        return None
+    return state, items, entries, members
+
+
+class _Lister:
+    """The program's side of one mirror: encodes a value, listing each library object it reaches (breadth first)."""
+
+    def __init__(self, tagged: dict[int, Any], by_reference: Callable[[Any], list],
+                 admit: Callable[[type], bool], admit_callable: Callable[[str], bool]) -> None:
+        self.tagged, self.by_reference = tagged, by_reference
+        self.admit, self.admit_callable = admit, admit_callable
+        self.listed: dict[int, Any] = {}
+        self.todo: list[tuple[Any, tuple]] = []
+
+    def tree(self, value: Any) -> Any:
+        return Codec(self._export, None, _LIMITS).encode(value)
+
+    def _export(self, obj: Any) -> list:
+        key = key_of(obj) if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)) else None
+        if key is not None and self.admit_callable(key):
+            return ["r", "fn", key]
+        if type(obj) is functools.partial and not obj.__dict__:
+            return ["r", "new", "partial", [self.tree(obj.func), self.tree(obj.args), self.tree(obj.keywords)]]
+        if type(obj) is object:  # a sentinel
+            return ["r", "new", "object", []]
+        if type(obj) is itertools.count:  # a counter of ids (its start and step)
+            counted = obj.__reduce__()[1]
+            if all(type(n) in (int, float) for n in counted):
+                return ["r", "new", "count", list(counted)]
+        owner = getattr(obj, "__self__", None)
+        if isinstance(obj, (types.MethodType, types.BuiltinMethodType)) and owner is not None \
+                and not isinstance(owner, (type, types.ModuleType)):
+            name = obj.__name__
+            if (isinstance(obj, types.MethodType) and self.admit(type(owner))) or \
+                    (type(owner) in (list, dict, set) and name in BOUND_BUILTIN_METHODS):
+                return ["r", "meth", self.tree(owner), name]
+        cls = type(obj)
+        if not isinstance(obj, type) and self.admit(cls):
+            if id(obj) in self.listed:
+                return ["r", "obj", id(obj)]
+            reduced = _reduced(obj)
+            if reduced is not None:
+                if len(self.listed) >= MAX_OBJECTS:
+                    raise CodecError(f"the value holds more than {MAX_OBJECTS} library objects")
+                self.listed[id(obj)] = obj
+                self.todo.append((obj, reduced))
+                return ["r", "obj", id(obj)]
+        return ["r", "mine", *self.by_reference(obj)]
+
+    def mirror(self, value: Any) -> list:
+        root = self.tree(value)
+        objects: list = []
+        done = 0
+        while done < len(self.todo):
+            obj, (state, items, entries, members) = self.todo[done]
+            done += 1
+            objects.append([id(obj), key_of(type(obj)), self.tree(state), None if items is None else self.tree(items),
+                            None if entries is None else self.tree(entries),
+                            None if members is None else self.tree(members)])
+        self.tagged.update(self.listed)
+        return ["mirror", root, objects]
+
+
+def snapshot(obj: Any, tagged: dict[int, Any], by_reference: Callable[[Any], list],
+             admit: Callable[[type], bool] = mirrored,
+             admit_callable: Callable[[str], bool] = CALLABLES.__contains__) -> list | None:
+    """The mirror of ``obj``: its tree with its library objects listed and tagged (``tagged`` keeps each by its tag,
+    for the way back), and the program's own objects in it by reference (``by_reference(o)``: ``[handle, claim,
+    capabilities]`` of a stand-in); None where it cannot be made (then ``obj`` crosses as a stand-in). ``admit``
+    and ``admit_callable`` which callables go by their key (the table's: :func:`mirrored` and its callables; a survey
+    admits more)."""
+    try:
+        return _Lister(tagged, by_reference, admit, admit_callable).mirror(obj)
     except Exception:  # noqa: BLE001 - any failure: the object crosses as a stand-in
         return None
-    data = buffer.getvalue()
-    return data if len(data) <= MAX_SNAPSHOT_BYTES else None
 
+
+# ------------------------------------------------------------------------------------------------ judge side
 
 class Mirrors:
     """The judge's mirrors of one run.
@@ -156,10 +194,10 @@ class Mirrors:
     >>> mirrors = Mirrors()
     >>> mirrors.tag_of(object()) is None
     True
-    >>> mirrors.load(pickle.dumps(print))
+    >>> mirrors.load(["mirror", ["r", "fn", "builtins:print"], []])
     Traceback (most recent call last):
     ...
-    convcodeworld_gym.sandbox.run.mirror.MirrorRefused: the pickle names builtins.print, which the judge does not rebuild: it is not among the functions the judge rebuilds with
+    convcodeworld_gym.sandbox.run.mirror.MirrorRefused: 'builtins:print' is not among the library callables a mirror may hold
     """
 
     def __init__(self) -> None:
@@ -170,110 +208,193 @@ class Mirrors:
         """The program's tag of ``obj`` when it is one of this run's mirrors (then it goes back as the original)."""
         return self._tags.get(id(obj))
 
-    def load(self, data: bytes, by_reference: Callable[[list], Any] | None = None) -> Any:
-        """Rebuild a pickle from the program's process (see the module docstring); :class:`MirrorRefused` if not.
-        ``by_reference`` turns the ``[handle, claim, capabilities]`` of a program object sent by reference into
-        the judge's stand-in of it (without one, such a pickle is refused)."""
-        if type(data) is not bytes or len(data) > MAX_SNAPSHOT_BYTES:
-            raise MirrorRefused("the pickle is not bytes or is over the size limit")
-        unpickler = _Unpickler(io.BytesIO(data), self, by_reference)
+    def load(self, tree: Any, by_reference: Callable[[list], Any] | None = None) -> Any:
+        """Rebuild a mirror from the program's process (see the module docstring); :class:`MirrorRefused` if not.
+        ``by_reference`` turns the ``["mine", handle, claim, capabilities]`` of a program object (or ``["yours",
+        handle]`` of the judge's own) into what it stands for; without one, such a mirror is refused."""
+        if not (type(tree) is list and len(tree) == 3 and tree[0] == "mirror" and type(tree[2]) is list):
+            raise MirrorRefused("a malformed mirror")
+        if len(tree[2]) > MAX_OBJECTS:
+            raise MirrorRefused(f"a mirror of more than {MAX_OBJECTS} objects")
+        build = _Build(self, by_reference)
         try:
-            rebuilt = unpickler.load()
-            _refuse_hidden_state(rebuilt, unpickler.references)
-            return rebuilt
+            return build.run(tree[1], tree[2])
         except MirrorRefused:
             raise
         except RecursionError:
-            raise MirrorRefused("the pickle is nested too deeply") from None
-        except Exception as exc:  # noqa: BLE001 - a malformed pickle, or a state the library refused
-            raise MirrorRefused(f"the pickle could not be rebuilt ({type(exc).__name__}: {str(exc)[:200]})") from None
+            raise MirrorRefused("the mirror is nested too deeply") from None
+        except Exception as exc:  # noqa: BLE001 - a malformed tree, or a state the library refused
+            raise MirrorRefused(f"the mirror could not be rebuilt ({type(exc).__name__}: {str(exc)[:200]})") from None
 
-    def _object(self, tag: Any, cls: Any) -> Any:
-        """A tagged object: this run's mirror of that tag (refreshed in place by the state that follows), else new."""
-        if type(tag) is not int or not isinstance(cls, type) or _class_refusal(cls) is not None:
-            raise MirrorRefused("a malformed tagged object")
+    def _object(self, tag: int, cls: type, members: Any = None) -> Any:
+        """This run's mirror of ``tag`` when it is of ``cls`` (refreshed in place by the state that follows), else a
+        new object of ``cls``, made by its ``__new__`` alone, or, for a tuple subclass, by ``tuple.__new__`` of its
+        ``members`` (a tuple; no library code runs)."""
         found = self._by_tag.get(tag)
-        if found is not None and type(found) is cls:
+        if members is None and found is not None and type(found) is cls:
             return found
-        obj = cls.__new__(cls)
+        if members is None:
+            obj = cls.__new__(cls)
+        elif issubclass(cls, tuple) and type(members) is tuple:
+            obj = tuple.__new__(cls, members)
+        else:
+            raise MirrorRefused(f"members given to a {cls.__qualname__} object, which is no tuple")
+        if type(obj) is not cls:
+            raise MirrorRefused(f"{key_of(cls)}.__new__ made no object of its class")
         self._by_tag[tag] = obj
         self._tags[id(obj)] = tag
         return obj
 
 
-def _method(obj: Any, name: Any) -> Any:
-    """``getattr`` as a pickle may use it: a bound method of a rebuilt object, defined by an allowed class's own
-    code (a callback registry's ``fig.pick``), or a plain container's method in :data:`BOUND_BUILTIN_METHODS`
-    or of a standard data type (an artist's ``_remove_method``, a list's ``remove``; a response's ``BytesIO.close``);
-    never a dunder, never anything else."""
-    if type(name) is not str or name.startswith("__"):
-        raise MirrorRefused(f"the pickle reads attribute {str(name)[:40]!r}, which the judge refuses")
+class _Build:
+    """One mirror being rebuilt in the judge."""
+
+    def __init__(self, mirrors: Mirrors, by_reference: Callable[[list], Any] | None) -> None:
+        self.mirrors, self.by_reference = mirrors, by_reference
+        self.made: dict[int, Any] = {}
+        self.classes: dict[int, type] = {}
+        self.references: dict[int, Any] = {}  # id -> the stand-ins this mirror's references became
+
+    def run(self, root: Any, objects: list) -> Any:
+        tuples = []
+        for entry in objects:
+            if not (type(entry) is list and len(entry) == 6 and type(entry[0]) is int):
+                raise MirrorRefused("a malformed object in the mirror")
+            tag = entry[0]
+            if tag in self.made or tag in self.classes:
+                raise MirrorRefused("an object listed twice in the mirror")
+            try:
+                cls = self.classes[tag] = table_class(entry[1])
+            except LookupError as exc:
+                raise MirrorRefused(str(exc)) from None
+            if entry[5] is None:
+                self.made[tag] = self.mirrors._object(tag, cls)  # noqa: SLF001
+            else:
+                tuples.append(entry)
+        for tag, _, _, _, _, members in reversed(tuples):  # made of their members: after them (listed later)
+            self.made[tag] = self.mirrors._object(tag, self.classes[tag], self.value(members))  # noqa: SLF001
+        for tag, _, state, items, entries, _ in reversed(objects):
+            obj = self.made[tag]
+            _give_state(obj, self.value(state), None if items is None else self.value(items),
+                        None if entries is None else self.value(entries))
+        value = self.value(root)
+        _refuse_hidden_state([value, *self.made.values()], self.references)
+        return value
+
+    def value(self, tree: Any) -> Any:
+        try:
+            return Codec(None, self._resolve, _LIMITS, masks=False).decode(tree)
+        except CodecError as exc:
+            raise MirrorRefused(str(exc)) from None
+
+    def _resolve(self, ref: list) -> Any:  # noqa: PLR0911
+        kind = ref[0] if ref else None
+        if kind == "obj" and len(ref) == 2 and type(ref[1]) is int and ref[1] in self.made:
+            return self.made[ref[1]]
+        if kind == "fn" and len(ref) == 2:
+            try:
+                return table_callable(ref[1])
+            except LookupError as exc:
+                raise MirrorRefused(str(exc)) from None
+        if kind == "meth" and len(ref) == 3:
+            return _method(self.value(ref[1]), ref[2], {id(obj) for obj in self.made.values()})
+        if kind == "new" and len(ref) == 3 and ref[1] == "partial":
+            return self._partial(ref[2])
+        if kind == "new" and len(ref) == 3 and ref[1] == "object" and ref[2] == []:
+            return object()
+        if kind == "new" and len(ref) == 3 and ref[1] == "count" and type(ref[2]) is list and len(ref[2]) <= 2 \
+                and all(type(n) in (int, float) for n in ref[2]):
+            return itertools.count(*ref[2])
+        if kind in ("mine", "yours") and self.by_reference is not None:
+            found = self.by_reference(list(ref))
+            self.references[id(found)] = found
+            return found
+        raise MirrorRefused(f"the mirror holds a malformed reference ({str(kind)[:20]!r})")
+
+    def _partial(self, parts: Any) -> functools.partial:
+        """``functools.partial`` from typed parts: a callable of this mirror, a tuple, a dict of names."""
+        if type(parts) is not list or len(parts) != 3:
+            raise MirrorRefused("a malformed partial in the mirror")
+        func, args, keywords = (self.value(part) for part in parts)
+        if not callable(func) or type(args) is not tuple or type(keywords) is not dict \
+                or not all(type(name) is str for name in keywords):
+            raise MirrorRefused("a malformed partial in the mirror")
+        return functools.partial(func, *args, **keywords)
+
+
+def _method(owner: Any, name: Any, made: set[int]) -> Any:
+    """A bound method as a mirror may hold it: a library method of an object rebuilt here (a callback registry's
+    ``fig.pick``), or ``remove``/``close`` of a plain container; never a dunder, never anything else."""
+    if type(name) is not str or name.startswith("__") or not name.isidentifier():
+        raise MirrorRefused(f"the mirror binds attribute {str(name)[:40]!r}, which the judge refuses")
+    cls = type(owner)
+    if cls in (list, dict, set) and name in BOUND_BUILTIN_METHODS:
+        return getattr(owner, name)
+    if id(owner) not in made:
+        raise MirrorRefused(f"the mirror binds {name!r} of a {cls.__qualname__} object, which the judge refuses")
+    found = inspect.getattr_static(owner, name, None)
+    module = getattr(found, "__module__", None)
+    if not isinstance(found, types.FunctionType) or not isinstance(module, str) or root_of(module) not in MIRRORED_ROOTS:
+        raise MirrorRefused(f"the mirror binds {cls.__qualname__}.{name}, which is not a method of the library")
+    return getattr(owner, name)
+
+
+def _checked_keys(part: Any, cls: type, consumed: frozenset[str] = frozenset()) -> dict:
+    """A state's dict, its keys names that are neither dunders (but those its ``__setstate__`` consumes) nor
+    memory-address protocols."""
+    if type(part) is not dict:
+        raise MirrorRefused(f"a {cls.__qualname__} object's state is no dict")
+    for name in part:
+        if type(name) is not str or name in POINTER_PROTOCOLS or \
+                (name.startswith("__") and name.endswith("__") and name not in consumed):
+            raise MirrorRefused(f"the mirror sets {str(name)[:40]!r} on a {cls.__qualname__} object, which the judge "
+                                "refuses")
+    return part
+
+
+def _give_state(obj: Any, state: Any, items: Any, entries: Any) -> None:
+    """Give ``obj`` (an instance the judge made) its state: the library's reviewed ``__setstate__``, else a plain
+    update of its dict and slots; then a list subclass's items and a dict subclass's entries."""
     cls = type(obj)
-    if name in BOUND_BUILTIN_METHODS and (cls in (list, dict, set) or cls.__name__ in PLAIN_TYPES.get(cls.__module__, ())):
-        return getattr(obj, name)
-    if isinstance(obj, type):  # a class's own rebuilding function (zoneinfo's ZoneInfo._unpickle)
-        if _class_refusal(obj) is None and (root_of(str(obj.__module__)), f"{obj.__qualname__}.{name}") in FUNCTIONS:
-            return getattr(obj, name)
-        raise MirrorRefused(f"the pickle reads {name!r} of class {obj.__qualname__}, which the judge refuses")
-    if root_of(str(cls.__module__)) not in MIRRORED_ROOTS or _class_refusal(cls) is not None:
-        raise MirrorRefused(f"the pickle reads {name!r} of a {cls.__qualname__} object, which the judge refuses")
-    found = inspect.getattr_static(obj, name, None)
-    if not isinstance(found, types.FunctionType) or root_of(str(found.__module__)) not in MIRRORED_ROOTS:
-        raise MirrorRefused(f"the pickle reads {cls.__qualname__}.{name}, which is not a method of the library")
-    return getattr(obj, name)
-
-
-class _Unpickler(pickle.Unpickler):
-    """Finds only allowed globals, in modules already loaded (see the module docstring)."""
-
-    def __init__(self, file: io.BytesIO, mirrors: Mirrors, by_reference: Callable[[list], Any] | None) -> None:
-        super().__init__(file)
-        self._mirrors, self._by_reference = mirrors, by_reference
-        self.references: dict[int, Any] = {}  # id -> the stand-ins this pickle's references became
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == (__name__, "_tagged"):
-            return self._mirrors._object  # noqa: SLF001
-        if (module, name) == ("builtins", "getattr"):
-            return _method
-        loaded = sys.modules.get(module)
-        if loaded is None:
-            raise MirrorRefused(f"the pickle names {module}.{name}, and the judge has not loaded {module}")
-        found: Any = loaded
-        for part in name.split("."):
-            dunder = part.startswith("__") and part.endswith("__")
-            found = None if dunder else inspect.getattr_static(found, part, None)
-        if found is None:
-            raise MirrorRefused(f"the pickle names {module}.{name}, which the judge's {module} does not have")
-        why = refusal(module, name, found)
-        if why is not None:
-            raise MirrorRefused(f"the pickle names {module}.{name}, which the judge does not rebuild: {why}")
-        return _validated(found) if root_of(module) == "pyarrow" and not isinstance(found, type) else found
-
-    def persistent_load(self, pid: Any) -> Any:
-        """A program object sent by reference: the judge's stand-in of it, under the stand-ins' own rules."""
-        if not (self._by_reference is not None and type(pid) is tuple and len(pid) == 4 and pid[0] == "ref"
-                and type(pid[1]) is int):
-            raise MirrorRefused("the pickle holds a malformed reference")
-        found = self._by_reference(["mine", *pid[1:]])
-        self.references[id(found)] = found
-        return found
+    if state is not None:
+        reviewed = setstate_of(cls)
+        if reviewed is not None:
+            setstate, consumed = reviewed
+            setstate(obj, _checked_keys(state, cls, consumed))
+        else:
+            slots = None
+            if type(state) is tuple and len(state) == 2:
+                state, slots = state
+            if state:
+                object.__getattribute__(obj, "__dict__").update(_checked_keys(state, cls))
+            for name, value in _checked_keys(slots, cls).items() if slots else ():
+                object.__setattr__(obj, name, value)
+    if items is not None:
+        if not isinstance(obj, list) or type(items) is not list:
+            raise MirrorRefused(f"the mirror gives items to a {cls.__qualname__} object, which is no list")
+        list.extend(obj, items)
+    if entries is not None:
+        if not isinstance(obj, dict) or type(entries) is not list:
+            raise MirrorRefused(f"the mirror gives entries to a {cls.__qualname__} object, which is no dict")
+        for pair in entries:
+            if type(pair) is not tuple or len(pair) != 2:
+                raise MirrorRefused("a malformed entry in the mirror")
+            dict.__setitem__(obj, pair[0], pair[1])
 
 
 #: The most objects :func:`_refuse_hidden_state` walks in one mirror (a larger one is refused).
 _MAX_WALK = 500_000
-#: What the walk does not enter: the library itself (classes, modules, functions, code), never rebuilt by a pickle.
+#: What the walk does not enter: the library itself (classes, modules, functions, code), never rebuilt by a mirror.
 _NOT_WALKED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.CodeType,
                types.FrameType, types.CellType, str, bytes, int, float, complex, bool)
 
 
 def _refuse_hidden_state(root: Any, references: dict[int, Any]) -> None:
-    """Refuse a mirror whose objects hold, in their own dicts, what would make the judge's library ask the program or
-    read memory: the program's code in place of a method of their class (``ax.get_title = lambda: 'Counts'``,
-    ``frame.equals = ...``: the test would call the program where it calls the library, with its own values), or a
-    memory-address protocol (an ``__array_interface__`` dict that numpy would follow). Walks everything the pickle
-    built: containers, objects' dicts and slots, numpy object arrays, pandas' blocks (by ``gc.get_referents``), not
-    into classes, modules or functions. The library's own callables there (pandas' ``format_coord`` partial) stay."""
+    """Refuse a mirror whose objects hold, in their own dicts, what would make the judge's library ask the program
+    where it asks the object's class: the program's code in place of a method of their class (``ax.get_title =
+    lambda: 'Counts'``: the test would call the program where it calls the library, with its own values). Walks everything the mirror built: containers, objects' dicts and
+    slots, numpy object arrays (by ``gc.get_referents``), not into classes, modules or functions. A library function
+    of the table there (pandas' ``format_coord`` partial) stays."""
     seen: set[int] = set()
     todo = [root]
     while todo:
@@ -288,35 +409,20 @@ def _refuse_hidden_state(root: Any, references: dict[int, Any]) -> None:
             for name, value in own.items():
                 if name in POINTER_PROTOCOLS:
                     raise MirrorRefused(f"the program put {name} in a {type(obj).__qualname__} object's own state")
-                if (references and _is_programs(value, references)
-                        and callable(inspect.getattr_static(type(obj), str(name), None))):
+                if callable(inspect.getattr_static(type(obj), str(name), None)) and _foreign(value, references):
                     raise MirrorRefused(f"the program put its own code in place of {type(obj).__qualname__}.{name}")
         if getattr(getattr(obj, "dtype", None), "hasobject", False) and hasattr(obj, "ravel"):
             todo.extend(obj.ravel(order="K").tolist()[:_MAX_WALK])  # a numpy object array: its items
         todo.extend(gc.get_referents(obj))
 
 
-def _is_programs(value: Any, references: dict[int, Any]) -> bool:
-    """Is ``value`` (through partials and bound methods) one of the program's objects sent by reference?"""
+def _foreign(value: Any, references: dict[int, Any]) -> bool:
+    """Is ``value`` (through partials) one of the program's objects sent by reference? (A library callable of the
+    table, a library method of a rebuilt object, or a partial of one, is the library's own.)"""
     for _ in range(32):
         if id(value) in references:
             return True
-        inner = value.func if isinstance(value, functools.partial) else getattr(value, "__func__", None)
-        if inner is None:
+        if not isinstance(value, functools.partial):
             return False
-        value = inner
+        value = value.func
     return True
-
-
-def _validated(function: Callable[..., Any]) -> Callable[..., Any]:
-    """pyarrow's rebuilding ``function``, checking in full each array it makes (an array rebuilt from buffers is
-    not validated, and a malformed one reads past its memory)."""
-
-    def rebuild(*args: Any) -> Any:
-        made = function(*args)
-        validate = getattr(made, "validate", None)
-        if callable(validate):
-            validate(full=True)
-        return made
-
-    return rebuild

@@ -1,80 +1,56 @@
-"""Runs in the judge's process: what a mirror's pickle may name, the judge's policy for rebuilding library objects (see
-:mod:`.mirror`).
+"""Runs in both processes of a split run: the judge's policy for rebuilding library objects (see :mod:`.mirror`), by an
+exact, reviewed table.
 
-Runs in the judge. A global a pickle names is rebuilt only when it is, in a module the judge has already loaded:
+A mirror names classes and library callables by their exact ``module:qualname`` (:func:`key_of`). The judge finds a
+name only when it is a key of the reviewed table (:mod:`.mirror_table`, made from what BigCodeBench's canonical
+solutions return), and only in a module it has already loaded: it looks the *table's* own name up, attribute by
+attribute, and checks that what it found carries that very name. The program's string is a dictionary key, never a
+path the judge walks, and no class is allowed for belonging to a library.
 
-* a class of a mirrored library (:data:`MIRRORED_ROOTS`) that is no exception and that decides nothing it does
-  not know: its library code defines none of the operations by which a test compares a value with its own
-  (:data:`DECIDING`: ``==``, ordering, arithmetic, numpy's dispatch), except those reviewed one by one in
-  :data:`REVIEWED` (each answers only from the object's own data, and refuses an operand of another kind);
-* a class of numpy or pandas: the data types the codec rebuilds too, whose operations are their own;
-* one of the plain data types of :data:`PLAIN_TYPES` (the standard library's, and time zones');
-* one of the library functions of :data:`FUNCTIONS` (the rebuilding functions of numpy and pandas; callbacks a
-  figure holds), each named by its library and its qualified name, so that the list holds across versions.
+A class of the table is rebuilt (``cls.__new__`` plus its state as data) only while it passes two screens that are
+checked again in the judge's own library version:
 
-The lists were measured with ``envs/bigcodebench/mirror_survey.py`` (every object of a mirrored library that a
-BigCodeBench canonical solution returns, and every figure it draws) on the BigCodeBench runtime and on this
-package's own test environment, and each entry of :data:`REVIEWED` and :data:`FUNCTIONS` was read.
+* it decides nothing it does not know: its library code defines none of the operations by which a test compares a
+  value with its own (:data:`DECIDING`: ``==``, ordering, arithmetic, numpy's dispatch), except those reviewed one
+  by one in :data:`REVIEWED` (each answers only from the object's own data, and refuses an operand of another kind);
+* its state goes in by a plain update of its ``__dict__`` (and slots), unless its library code defines
+  ``__setstate__``, which must then be one of :data:`REVIEWED_SETSTATE` (read: it stores what it is given, or
+  rebuilds derived fields from it; it imports nothing, opens nothing and calls nothing it is given).
+
+The program's side reads the same table, as a hint of what the judge will take; the judge decides.
 
 Holds:
-    MIRRORED_ROOTS         the libraries whose objects cross as mirrors
-    DATA_ROOTS             the libraries of data types (numpy, pandas, pyarrow, pytz), rebuilt as they pickle
-    PLAIN_TYPES            plain data types a pickle may name (the standard library's; time zones)
-    FUNCTIONS              the library functions a pickle may name
+    MIRRORED_ROOTS         the libraries whose objects may cross as mirrors
     POINTER_PROTOCOLS      protocols that hand over a memory address (refused on stand-ins and in mirrors)
     DECIDING               the operations by which a test compares a value with its own
     REVIEWED               the deciding operations of mirrored classes that were read and found honest
-    BOUND_BUILTIN_METHODS  methods of plain containers a pickle may bind
-    refusal                why the judge will not rebuild a global, or None
+    REVIEWED_SETSTATE      the ``__setstate__`` methods of mirrored classes that were read and found to store data
+    setstate_of            the reviewed ``__setstate__`` of a class, or None for a plain update
+    BOUND_BUILTIN_METHODS  methods of plain containers a mirror may bind
+    key_of                 the exact ``module:qualname`` of a class or function
+    table_class            the judge's class for a key of the table, or why not
+    table_callable         the judge's library callable for a key of the table, or why not
+    class_refusal          why a class (found by the judge) is not rebuilt, or None
     root_of                the top-level package of a module's name
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import sys
+import types
 from typing import Any
 
-__all__ = ["MIRRORED_ROOTS", "DATA_ROOTS", "PLAIN_TYPES", "FUNCTIONS", "POINTER_PROTOCOLS", "DECIDING", "REVIEWED", "BOUND_BUILTIN_METHODS",
-           "refusal", "root_of"]
+from .mirror_table import CALLABLES, CLASSES
 
-#: Top-level modules whose objects cross to the judge as mirrors.
+__all__ = ["MIRRORED_ROOTS", "POINTER_PROTOCOLS", "DECIDING", "REVIEWED", "REVIEWED_SETSTATE", "BOUND_BUILTIN_METHODS",
+           "key_of", "table_class", "table_callable", "class_refusal", "setstate_of", "root_of"]
+
+#: Top-level modules whose objects may cross to the judge as mirrors (the table names only classes of these).
 MIRRORED_ROOTS = frozenset({"matplotlib", "mpl_toolkits", "seaborn", "sklearn", "scipy", "statsmodels", "rsa", "bs4",
-                            "wordcloud", "gensim", "folium", "branca", "PIL", "networkx", "shapely", "django"})
-#: Libraries of data types: their classes and constants are rebuilt as they pickle (the codec's own data types).
-DATA_ROOTS = frozenset({"numpy", "pandas", "pyarrow", "pytz"})
-#: Plain data types a pickle may name, by module: the standard library's, and time zones (not dateutil's ``tzfile``,
-#: which rebuilds by reading a file path).
-PLAIN_TYPES: dict[str, frozenset[str]] = {
-    "builtins": frozenset({"object", "range", "slice", "complex", "set", "frozenset", "bytearray"}),
-    "collections": frozenset({"OrderedDict", "defaultdict", "Counter", "deque"}),
-    "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone"}),
-    "decimal": frozenset({"Decimal"}),
-    "fractions": frozenset({"Fraction"}),
-    "functools": frozenset({"partial"}),
-    "http.cookies": frozenset({"SimpleCookie", "Morsel"}),
-    "_io": frozenset({"BytesIO", "StringIO"}),
-    "itertools": frozenset({"count"}),
-    "uuid": frozenset({"UUID"}),
-    "zoneinfo": frozenset({"ZoneInfo"}),
-    "dateutil.tz.tz": frozenset({"tzutc", "tzoffset"}),
-}
-#: Library functions a pickle may name: ``(top-level module, qualified name)``, in any module of that library.
-FUNCTIONS = frozenset({
-    # numpy's and pandas' own rebuilding of their arrays, frames and scalars
-    ("numpy", "_reconstruct"), ("numpy", "scalar"), ("numpy", "_mareconstruct"), ("numpy", "_frombuffer"),
-    ("pandas", "_unpickle_block"), ("pandas", "_new_Index"), ("pandas", "_new_PeriodIndex"),
-    ("pandas", "_new_DatetimeIndex"), ("pandas", "_unpickle_timestamp"), ("pandas", "_unpickle_timedelta"),
-    ("pandas", "__pyx_unpickle_NDArrayBacked"), ("pandas", "_unpickle_series_compat"),
-    # time zones by name: pytz's and zoneinfo's own rebuilding (a zone looked up in the judge's database)
-    ("pytz", "_p"), ("pytz", "_UTC"), ("zoneinfo", "ZoneInfo._unpickle"),
-    # pyarrow's (the strings of pandas 3): each array it makes is validated in full (see .mirror)
-    ("pyarrow", "_restore_array"), ("pyarrow", "py_buffer"), ("pyarrow", "type_for_alias"),
-    # an iterator over a list, or over a callable until a sentinel (a file response's content, read as it streams)
-    ("builtins", "iter"),
-    # callbacks a figure holds: key and mouse handlers, the printer of a callback's exception, tick formatters
-    ("matplotlib", "_key_handler"), ("matplotlib", "_mouse_handler"), ("matplotlib", "_exception_printer"),
-    ("matplotlib", "Axis._format_with_dict"), ("matplotlib", "_remove_cbar_axes"), ("pandas", "_format_coord"),
-    ("pandas", "_daily_finder"),
-})
+                            "wordcloud", "gensim", "folium", "branca", "PIL", "networkx", "shapely", "django",
+                            "pandas"})  # pandas' plotting parts (its data crosses as the codec's data)
 #: Protocols whose answer is an address in memory that a library in the judge would read (numpy's array interface,
 #: pandas' interchange, Arrow's and DLPack's capsules): a program must never point the judge at memory, neither through
 #: a stand-in (see .standin) nor through the state of a mirror (an ``__array_interface__`` in an object's own dict).
@@ -119,8 +95,31 @@ REVIEWED = frozenset({
     # False for an operand that is no key of that kind; else the numbers compared
     "rsa.key.PublicKey.__eq__", "rsa.key.PublicKey.__ne__", "rsa.key.PrivateKey.__eq__", "rsa.key.PrivateKey.__ne__",
 })
-#: Methods of plain containers and of :data:`PLAIN_TYPES` a pickle may bind (an artist's ``_remove_method`` is its
-#: parent's ``list.remove``; a file response closes its ``BytesIO``).
+#: ``__setstate__`` methods of mirrored classes that were read (matplotlib 3.7 and 3.11, scikit-learn 1.3): each
+#: stores the state it is given (after a version check, or turning strong references into weak ones), or rebuilds
+#: fields derived from it; none imports a module the state names, opens a file, or calls a value of the state.
+#: ``module.Class.__setstate__`` -> the dunder keys of the state it consumes itself (every other dunder is refused).
+REVIEWED_SETSTATE: dict[str, frozenset[str]] = {
+    # the version popped and compared (a warning); the dict stored; a canvas made; pyplot registration where the
+    # state says the figure was in pyplot
+    "matplotlib.figure.Figure.__setstate__": frozenset({"__mpl_version__"}),
+    # the share and twin groups joined (matplotlib's groupers, with the sibling axes the state names); the dict stored
+    "matplotlib.axes._base._AxesBase.__setstate__": frozenset(),
+    # (3.7) the dict stored; the property cycle reset
+    "matplotlib.axes._base._process_plot_var_args.__setstate__": frozenset(),
+    # the dict stored; the callbacks (library callables of this mirror) held by weak or strong references again
+    "matplotlib.cbook.CallbackRegistry.__setstate__": frozenset(),
+    # the dict stored; its strong references turned into weak ones
+    "matplotlib.cbook.Grouper.__setstate__": frozenset(), "matplotlib.transforms.TransformNode.__setstate__": frozenset(),
+    # the dict stored; an id counter made from the number it holds
+    "matplotlib.figure._AxesStack.__setstate__": frozenset(),
+    # its own __init__ with the state's names as keywords: it stores them as its dict of spines
+    "matplotlib.spines.Spines.__setstate__": frozenset(),
+    # the version popped and compared (a warning); the dict stored
+    "sklearn.base.BaseEstimator.__setstate__": frozenset(),
+}
+#: Methods of plain containers a mirror may bind (an artist's ``_remove_method`` is its parent's ``list.remove``; a
+#: file response closes its ``BytesIO``).
 BOUND_BUILTIN_METHODS = frozenset({"remove", "close"})
 
 
@@ -129,7 +128,39 @@ def root_of(module: str) -> str:
     return module.split(".")[0]
 
 
-def _deciding(cls: type) -> list[str]:
+_TYPE_MODULE, _TYPE_QUALNAME = type.__dict__["__module__"], type.__dict__["__qualname__"]
+
+
+def key_of(obj: Any) -> str | None:
+    """The exact ``module:qualname`` of a class or function, or None when it has none (read for a class by
+    ``type``'s own descriptors, so that a metaclass cannot answer for it).
+
+    >>> key_of(dict), key_of(inspect.getattr_static)
+    ('builtins:dict', 'inspect:getattr_static')
+    """
+    if isinstance(obj, type):  # type's own descriptors: what the class is, not what a metaclass says
+        module, name = _TYPE_MODULE.__get__(obj, type), _TYPE_QUALNAME.__get__(obj, type)
+    else:
+        module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return f"{module}:{name}" if isinstance(module, str) and isinstance(name, str) else None
+
+
+def _lookup(key: str) -> Any:
+    """What the judge's loaded module holds under the table's ``key`` (None where it holds nothing of that name).
+    Walks the table's own qualified name, never a program's string, and never imports."""
+    module, _, qualname = key.partition(":")
+    found: Any = sys.modules.get(module)
+    for part in qualname.split(".") if found is not None else ():
+        found = inspect.getattr_static(found, part, None)
+        if isinstance(found, (staticmethod, classmethod)):
+            found = found.__func__
+        if found is None:
+            return None
+    return found if found is not None and key_of(found) == key else None
+
+
+@functools.lru_cache(maxsize=None)
+def _deciding(cls: type) -> tuple[str, ...]:
     """The deciding operations that the mirrored library code in ``cls``'s bases defines and no one reviewed."""
     found = []
     for klass in cls.__mro__:
@@ -140,31 +171,80 @@ def _deciding(cls: type) -> list[str]:
             key = f"{module}.{klass.__qualname__}.{name}"
             if key not in REVIEWED:
                 found.append(key)
+    return tuple(found)
+
+
+def setstate_of(cls: type) -> tuple[types.FunctionType, frozenset[str]] | None:
+    """The library ``__setstate__`` that rebuilds an object of ``cls`` (a function of its class) and the dunder keys
+    it consumes, or None for a plain update of its dict; raises ``LookupError`` (saying which) for one that no one
+    has reviewed."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get("__setstate__")
+        if found is None:
+            continue
+        module = klass.__dict__.get("__module__")
+        if not isinstance(module, str) or root_of(module) not in MIRRORED_ROOTS:
+            return None  # the standard library's (object's own, or a builtin base's): a plain update
+        name = f"{module}.{klass.__qualname__}.__setstate__"
+        if name not in REVIEWED_SETSTATE or not isinstance(found, types.FunctionType):
+            raise LookupError(f"its state goes in by {name}, which no one has reviewed")
+        return found, REVIEWED_SETSTATE[name]
+    return None
+
+
+def class_refusal(cls: type) -> str | None:
+    """Why the judge will not rebuild an object of ``cls`` (a clause), or None when it may.
+
+    >>> class_refusal(dict)
+    'builtins:dict is not in the reviewed table of library classes'
+    """
+    key = key_of(cls)
+    if key not in CLASSES:
+        return f"{key} is not in the reviewed table of library classes"
+    if issubclass(cls, (BaseException, type)):
+        return f"{key} is an exception or a metaclass"
+    deciding = _deciding(cls)
+    if deciding:
+        return f"{key} decides comparisons itself ({', '.join(sorted(deciding)[:3])}), which no one has reviewed"
+    try:
+        setstate_of(cls)
+    except LookupError as exc:
+        return f"{key}: {exc}"
+    return None
+
+
+def table_class(key: Any) -> type:
+    """The judge's class named by ``key`` (a key of the table, found in a module the judge has loaded, passing the
+    screens); ``LookupError`` saying why not.
+
+    >>> table_class("builtins:eval")
+    Traceback (most recent call last):
+    ...
+    LookupError: 'builtins:eval' is not in the reviewed table of library classes
+    """
+    if type(key) is not str or key not in CLASSES:
+        raise LookupError(f"{str(key)[:120]!r} is not in the reviewed table of library classes")
+    found = _lookup(key)
+    if not isinstance(found, type):
+        raise LookupError(f"{key} is not loaded in the judge")
+    why = class_refusal(found)
+    if why is not None:
+        raise LookupError(why)
     return found
 
 
-def refusal(module: str, name: str, found: Any) -> str | None:
-    """Why the judge will not rebuild ``found``, the global ``module.name`` of a pickle (a clause: "it is an exception
-    class"), or None when it may.
+def table_callable(key: Any) -> Any:
+    """The judge's library callable (a function, or a class as a value) named by ``key``, a key of the table's
+    callables found in a module the judge has loaded; ``LookupError`` saying why not.
 
-    >>> refusal("builtins", "print", print)
-    'it is not among the functions the judge rebuilds with'
-    >>> refusal("builtins", "slice", slice) is None
-    True
+    >>> table_callable("os:system")
+    Traceback (most recent call last):
+    ...
+    LookupError: 'os:system' is not among the library callables a mirror may hold
     """
-    root = root_of(module)
-    if isinstance(found, type):
-        if root in DATA_ROOTS or name in PLAIN_TYPES.get(module, ()):
-            return None
-        if root not in MIRRORED_ROOTS:
-            return "it is no class of a mirrored library"
-        if issubclass(found, BaseException):
-            return "it is an exception class"
-        deciding = _deciding(found)
-        return None if not deciding else (f"it decides comparisons itself ({', '.join(sorted(deciding)[:3])}), "
-                                          "which no one has reviewed")
-    if callable(found) and (root, name) in FUNCTIONS:  # Python, C or Cython functions
-        return None
-    if root in DATA_ROOTS and not callable(found) and root_of(str(type(found).__module__)) in DATA_ROOTS:
-        return None  # a constant of a data library (pandas.NA)
-    return "it is not among the functions the judge rebuilds with"
+    if type(key) is not str or key not in CALLABLES:
+        raise LookupError(f"{str(key)[:120]!r} is not among the library callables a mirror may hold")
+    found = _lookup(key)
+    if found is None or not callable(found):
+        raise LookupError(f"{key} is not loaded in the judge")
+    return found

@@ -662,7 +662,7 @@ class Peer:
         cls = type(obj)
         claim = _claim_of(cls)
         if not self.strict and mirrored(cls) and (data := snapshot(obj, self._tagged, self._reference)) is not None:
-            return ["r", "mirror", self.export(obj), claim, capabilities(obj), self.encode(data)]
+            return ["r", "mirror", self.export(obj), claim, capabilities(obj), data]
         return ["r", "mine", self.export(obj), claim, capabilities(obj)]
 
     def _reference(self, obj: Any) -> list:
@@ -718,11 +718,11 @@ class Peer:
         return found
 
     def _rebuild_mirror(self, args: list) -> Any:
-        """The judge's side of a mirrored object (:mod:`.mirror`): rebuilt from its pickle, or, where the judge refuses
-        the pickle, a stand-in of the object whose class the judge does not grant (its label says why)."""
+        """The judge's side of a mirrored object (:mod:`.mirror`): rebuilt from its data tree, or, where the judge
+        refuses the tree, a stand-in of the object whose class the judge does not grant (its label says why)."""
         _, handle, claim, caps, data = args
         try:
-            return self._mirrors.load(self.decode(data), self._resolve)  # type: ignore[union-attr]
+            return self._mirrors.load(data, self._resolve)  # type: ignore[union-attr]
         except MirrorRefused as exc:
             found = self._standins.get(handle)
             if found is None:
@@ -761,7 +761,7 @@ class Peer:
         answered) resolve the answer's ``["r", "arg", key]`` references; ``known`` presets trees by object."""
         resolve = self._resolve if arguments is None else (
             lambda ref: _argument(arguments, ref) if ref and ref[0] == "arg" else self._resolve(ref))
-        return Codec(self._export_tree, resolve, self.limits, known)
+        return Codec(self._export_tree, resolve, self.limits, known, masks=not self.strict)
 
     def encode(self, value: Any) -> Any:
         return self.codec().encode(value)

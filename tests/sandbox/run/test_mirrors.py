@@ -1,15 +1,16 @@
-"""A class claim alone buys nothing (issue 28, item 2): library objects are rebuilt in the judge (mirrors).
+"""A class claim alone buys nothing (issue 28, item 2): library objects are rebuilt in the judge (mirrors), from data
+(issue 38: no pickle of the program's is loaded).
 
 Before, a matplotlib Axes the program returned crossed as a stand-in that claimed ``matplotlib.axes.Axes`` on the
 program's word, and every question the test asked of it (its title, its bars) was answered by the program's
 process: a class of the program's own named ``Axes``, a patched matplotlib, or a real Axes with methods replaced
-passed ``assertIsInstance(ax, plt.Axes)`` and whatever it was asked. Now the object is rebuilt in the judge from its
-pickle (:mod:`convcodeworld_gym.sandbox.run.mirror`): a real object of the judge's library, answering from data.
+passed ``assertIsInstance(ax, plt.Axes)`` and whatever it was asked. Now the object is rebuilt in the judge from a
+data tree (:mod:`convcodeworld_gym.sandbox.run.mirror`): a real object of the judge's library, of a class the
+reviewed table names exactly, answering from data. A class of the program's own that names itself ``Axes`` becomes
+a real, empty Axes: it buys what any real empty Axes has (``isinstance``), and no answer of the program's.
 """
 
 from __future__ import annotations
-
-import pickle
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,8 @@ import pytest
 
 from convcodeworld_gym.sandbox import SandboxExecutor, SandboxSettings, TimePolicy
 from convcodeworld_gym.sandbox.run.mirror import MirrorRefused, Mirrors, snapshot
-from convcodeworld_gym.sandbox.run.mirror_allowed import DECIDING, REVIEWED, refusal
+from convcodeworld_gym.sandbox.run.mirror_allowed import DECIDING, REVIEWED, class_refusal, table_class
+from convcodeworld_gym.sandbox.run.mirror_table import CALLABLES, CLASSES
 from convcodeworld_gym.tasks import Task
 
 from hostile_programs import texts
@@ -123,11 +125,13 @@ def test_a_real_axes_still_passes_every_question(sandbox):
     assert result.passed and result.details["judge"] == "split", texts(result)
 
 
-#: The tests each fake must fail. What is no real Axes (a class of the program's, a renamed subclass, an Axes with the
-#: program's code in place of its methods) stays a stand-in, which may answer questions with data as any program
-#: may, but is no instance of Axes: the claim alone buys nothing. A real Axes patched in the program's process is a
-#: real Axes in the judge too, empty: its lying answers are gone.
-MUST_FAIL = {"claimed_name": {"test_type"}, "subclass_named_like_the_library": {"test_type"},
+#: The tests each fake must fail. A class of the program's that names itself matplotlib's Axes has no state a real
+#: Axes takes: it stays a stand-in, which may answer questions with data as any program may, but is no instance of
+#: Axes. A renamed subclass of the real Axes is rebuilt as what it names: a real Axes of the judge's, given the
+#: fake's data, which holds no title and no bars (the fake's methods stay behind). A real Axes patched in the
+#: program's process is a real Axes in the judge too, empty: its lying answers are gone. An Axes with the program's
+#: code in place of its methods stays a stand-in.
+MUST_FAIL = {"claimed_name": {"test_type"}, "subclass_named_like_the_library": {"test_title", "test_bars"},
              "patched_library": {"test_title", "test_bars"}, "replaced_on_the_object": {"test_type"}}
 
 
@@ -165,7 +169,7 @@ def task_func(n):
 def test_a_fake_figure_buys_nothing(sandbox):
     assert sandbox.run(FIGURE, FIGURE.ground_truth).passed
     result = sandbox.run(FIGURE, FAKE_FIGURE)
-    assert not result.passed and "is not an instance of" in texts(result), texts(result)
+    assert not result.passed, texts(result)
 
 
 ROUND_TRIP_TESTS = """import unittest
@@ -227,7 +231,7 @@ def test_a_fitted_model_is_a_real_model_in_the_judge_and_a_fake_one_is_not(sandb
     assert not sandbox.run(MODEL, FAKE_MODEL).passed
 
 
-# ----------------------------------------------------------------------------- the judge's unpickler
+# ----------------------------------------------------------------------------- the judge's intake
 
 class _Program:
     """What the program's side of a run does when a mirrored object crosses (references counted)."""
@@ -248,86 +252,112 @@ class _StandIn:
         return "answered by the program"
 
 
-def _load(data: bytes):
-    return Mirrors().load(data, _StandIn)
+def _load(tree):
+    return Mirrors().load(tree, _StandIn)
 
 
-@pytest.mark.parametrize("payload, why", [
-    (b"cos\nsystem\n(S'true'\ntR.", "os.system"),                   # the classic: a global that runs a command
-    (b"cbuiltins\neval\n(S'1+1'\ntR.", "builtins.eval"),
-    (b"cbuiltins\ngetattr\n(cbuiltins\nobject\nS'__subclasses__'\ntR.", "attribute '__subclasses__'"),
-    (b"c__test__\nAxes\n)R.", "has not loaded __test__"),           # a class of the program's own
-    (b"cmatplotlib.figure\nFigure\n)\x81P1\n.", "malformed reference"),  # a reference that is no stand-in's
+def _figure():
+    plt = pytest.importorskip("matplotlib.pyplot")
+    return plt, *plt.subplots()
+
+
+@pytest.mark.parametrize("tree, why", [
+    (["mirror", ["r", "fn", "builtins:eval"], []], "'builtins:eval' is not among the library callables"),
+    (["mirror", ["r", "fn", "numpy:_core.overrides.inspect.attrgetter"], []], "not among the library callables"),
+    (["mirror", ["r", "obj", 1], [[1, "os:system", None, None, None, None]]], "'os:system' is not in the reviewed table"),
+    (["mirror", ["r", "obj", 1], [[1, "__test__:Axes", None, None, None, None]]], "not in the reviewed table"),
+    (["mirror", ["r", "obj", 1], [[1, "matplotlib.axes._axes:Axes.__init__.__globals__", None, None, None, None]]],
+     "not in the reviewed table"),
+    (["mirror", ["r", "obj", 2], []], "malformed reference"),  # an object the mirror does not list
+    (["mirror", ["r", "yours", 1], []], "malformed reference"),  # no way to follow a reference here
+    (["mirror", ["r", "new", "eval", ["1+1"]], []], "malformed reference"),
+    (["mirror", ["b", "gASVBQAAAAAAAACMAXiULg=="], []], None),  # a pickle's bytes are bytes: never loaded
+    ("cos\nsystem\n(S'true'\ntR.", "a malformed mirror"),
 ])
-def test_the_unpickler_refuses_what_is_not_a_library_object(payload, why):
+def test_the_judge_rebuilds_only_what_the_table_names(tree, why):
     pytest.importorskip("matplotlib.figure")
+    if why is None:
+        assert Mirrors().load(tree) == b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00\x8c\x01x\x94."
+        return
     with pytest.raises(MirrorRefused, match=why.replace("(", r"\(")):
-        Mirrors().load(payload)
+        Mirrors().load(tree)
 
 
-def test_a_module_the_judge_has_not_loaded_is_never_imported():
+def test_state_lands_only_on_instances_and_never_as_a_dunder():
+    plt, fig, ax = _figure()
+    program = _Program()
+    tree = snapshot(ax, {}, program.reference)
+    key = "matplotlib.axes._axes:Axes"
+    entry = next(e for e in tree[2] if e[1] == key)
+    for name in ("__class__", "__eq__", "__dict__", "__array_interface__"):
+        forged = [e if e is not entry else [e[0], key, ["d", [name, 1, *e[2][1]]], *e[3:]] for e in tree[2]]
+        with pytest.raises(MirrorRefused, match="which the judge refuses"):
+            _load(["mirror", tree[1], forged])
+    with pytest.raises(MirrorRefused, match="binds attribute '__globals__'"):
+        _load(["mirror", ["r", "meth", tree[1], "__globals__"], tree[2]])
+    with pytest.raises(MirrorRefused, match="binds '__init__'|binds attribute"):
+        _load(["mirror", ["r", "meth", ["r", "fn", "matplotlib.backend_bases:_key_handler"], "__init__"], tree[2]])
+    plt.close("all")
+
+
+def test_a_module_the_judge_has_not_loaded_is_never_imported(monkeypatch):
     import sys
 
+    monkeypatch.setitem(CLASSES, "antigravity:Geo", "a test entry")
     assert "antigravity" not in sys.modules
-    with pytest.raises(MirrorRefused, match="has not loaded antigravity"):
-        Mirrors().load(b"cantigravity\ngeohash\n(tR.")
+    with pytest.raises(MirrorRefused, match="antigravity:Geo is not loaded in the judge"):
+        Mirrors().load(["mirror", ["r", "obj", 1], [[1, "antigravity:Geo", None, None, None, None]]])
     assert "antigravity" not in sys.modules
 
 
 def test_the_programs_code_in_place_of_a_method_is_refused():
-    plt = pytest.importorskip("matplotlib.pyplot")
+    plt, fig, ax = _figure()
     program = _Program()
-    fig, ax = plt.subplots()
     ax.get_title = lambda loc="center": "Counts"
     with pytest.raises(MirrorRefused, match="in place of Axes.get_title"):
         _load(snapshot(ax, {}, program.reference))
-    # the same through a state the program wrote itself: pandas' __setstate__ sets any key it is given
-    frame = pd.DataFrame({"a": [1.0]})
-    state = frame.__getstate__()
-    frame.__getstate__ = lambda: {**state, "equals": lambda other: True}
-    with pytest.raises(MirrorRefused, match="in place of DataFrame.equals"):
-        _load(snapshot([plt.subplots()[0], frame], {}, program.reference))
+    import functools
+
+    ax.get_title = functools.partial(lambda loc="center": "Counts")  # inside a partial too
+    with pytest.raises(MirrorRefused, match="in place of Axes.get_title"):
+        _load(snapshot(ax, {}, program.reference))
     plt.close("all")
 
 
 def test_a_memory_address_in_a_rebuilt_objects_own_state_is_refused():
-    """numpy reads ``__array_interface__`` from an object's own dict: a pickle that puts one there (with an address
+    """numpy reads ``__array_interface__`` from an object's own dict: a state that puts one there (with an address
     in the judge's memory, where the test's expected array may lie) on the object a line returns as its data would
     make ``np.asarray(line.get_ydata())`` read the judge's memory. No program code is in it: plain data."""
-    plt = pytest.importorskip("matplotlib.pyplot")
+    plt, fig, ax = _figure()
     from matplotlib.transforms import Bbox
 
-    fig, ax = plt.subplots()
     line, = ax.plot([1, 2], [3, 4])
     holder = Bbox([[0, 0], [1, 1]])
     holder.__dict__["__array_interface__"] = {"data": (8, True), "shape": (2,), "typestr": "<f8", "version": 3}
     line._y = holder
-    with pytest.raises(MirrorRefused, match="__array_interface__ in a Bbox object's own state"):
+    with pytest.raises(MirrorRefused, match="__array_interface__"):
         _load(snapshot(ax, {}, _Program().reference))
     plt.close("all")
 
 
-def test_the_programs_code_is_found_wherever_the_pickle_put_it():
-    """Inside a numpy object array inside a mirror, a DataFrame whose ``equals`` is the program's."""
-    plt = pytest.importorskip("matplotlib.pyplot")
-    fig, ax = plt.subplots()
-    frame = pd.DataFrame({"a": [1.0]})
-    state = frame.__getstate__()
-    frame.__getstate__ = lambda: {**state, "equals": lambda other: True}
+def test_the_programs_code_is_found_wherever_the_mirror_put_it():
+    """Inside a numpy object array inside a mirror, a Line2D whose ``get_ydata`` is the program's."""
+    plt, fig, ax = _figure()
+    line, = ax.plot([1, 2], [3, 4])
+    line.get_ydata = lambda orig=True: [1, 4, 9]
     held = np.empty(1, dtype=object)
-    held[0] = frame
+    held[0] = line
     ax.held = held
-    with pytest.raises(MirrorRefused, match="in place of DataFrame.equals"):
+    with pytest.raises(MirrorRefused, match="in place of Line2D.get_ydata"):
         _load(snapshot(ax, {}, _Program().reference))
     plt.close("all")
 
 
 def test_the_programs_formatter_stays_the_programs_and_the_rest_is_the_judges():
-    plt = pytest.importorskip("matplotlib.pyplot")
+    plt, fig, ax = _figure()
     import matplotlib.ticker as ticker
 
     program = _Program()
-    fig, ax = plt.subplots()
     ax.set_title("T")
     ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, pos: "mine"))
     tagged: dict = {}
@@ -339,9 +369,8 @@ def test_the_programs_formatter_stays_the_programs_and_the_rest_is_the_judges():
 
 
 def test_identity_holds_across_crossings_and_a_crossing_refreshes_in_place():
-    plt = pytest.importorskip("matplotlib.pyplot")
+    plt, fig, ax = _figure()
     program, mirrors, tagged = _Program(), Mirrors(), {}
-    fig, ax = plt.subplots()
     first_fig = mirrors.load(snapshot(fig, tagged, program.reference), _StandIn)
     first_ax = mirrors.load(snapshot(ax, tagged, program.reference), _StandIn)
     assert first_ax.figure is first_fig and first_fig.axes == [first_ax]
@@ -352,34 +381,40 @@ def test_identity_holds_across_crossings_and_a_crossing_refreshes_in_place():
     plt.close("all")
 
 
-def test_every_deciding_operation_of_a_rebuilt_library_class_was_reviewed():
-    """The screen is the review: each class a figure, a heatmap and a model rebuild into either defines no
-    comparison or arithmetic of its own in library code, or each one it defines is in REVIEWED. A class with an
-    unreviewed one is refused, so that a new library version cannot slip an unread ``__eq__`` in."""
-    plt = pytest.importorskip("matplotlib.pyplot")
-    sns = pytest.importorskip("seaborn")
-    pytest.importorskip("sklearn")
-    from sklearn.linear_model import LinearRegression
+def test_a_mirror_is_json_and_holds_no_pickle():
+    """What crosses is a tree of JSON values: no byte string in it is a pickle the judge would load."""
+    import json
 
-    fig, ax = plt.subplots()
-    sns.heatmap(np.arange(4.0).reshape(2, 2), ax=ax, annot=True)
-    seen: set = set()
-
-    class Recording(pickle.Unpickler):
-        def find_class(self, module, name):
-            found = super().find_class(module, name)
-            seen.add((module, name, found))
-            return found
-
-    for obj in (ax, LinearRegression().fit([[1], [2]], [1, 2])):
-        Recording(__import__("io").BytesIO(pickle.dumps(obj))).load()
-    deciding = {f"{k.__module__}.{k.__qualname__}.{op}" for _, _, cls in seen if isinstance(cls, type)
-                for k in cls.__mro__ if str(k.__module__).split(".")[0] in ("matplotlib", "seaborn", "sklearn")
-                for op in DECIDING & vars(k).keys()}
-    assert deciding <= REVIEWED, sorted(deciding - REVIEWED)
-    assert not [m + "." + n for m, n, found in seen if m != "builtins" and refusal(m, n, found)
-                and not (m == "builtins" and n == "getattr")]
+    plt, fig, ax = _figure()
+    ax.bar(["a", "b"], [1, 2])
+    tree = snapshot(fig, {}, _Program().reference)
+    assert tree is not None and json.loads(json.dumps(tree)) == tree
+    assert len(tree[2]) > 20 and all(entry[1] in CLASSES for entry in tree[2])
     plt.close("all")
+
+
+def test_every_table_class_the_judge_can_load_rebuilds():
+    """Each class of the table whose module this environment has: found by its exact name, passing the screens
+    (its comparisons and its ``__setstate__`` reviewed in this library version), and made by ``__new__`` alone."""
+    import importlib
+
+    checked = 0
+    for key in sorted(CLASSES):
+        try:
+            importlib.import_module(key.partition(":")[0])
+        except Exception:  # noqa: BLE001 - a library this environment lacks (the full runtime has it)
+            continue
+        try:
+            cls = table_class(key)
+        except LookupError as exc:  # a class of another version of the library (the table holds each version's)
+            assert str(exc).endswith("is not loaded in the judge"), exc
+            continue
+        made = tuple.__new__(cls, ()) if issubclass(cls, tuple) else cls.__new__(cls)
+        assert type(made) is cls
+        checked += 1
+    assert checked >= 40, checked  # matplotlib's figures at least
+    for key in CALLABLES:
+        assert ":" in key and "<locals>" not in key
 
 
 def test_an_unreviewed_comparison_in_a_library_class_is_refused():
@@ -391,19 +426,6 @@ def test_an_unreviewed_comparison_in_a_library_class_is_refused():
 
         __hash__ = matplotlib.Line2D.__hash__
 
-    Lying.__module__ = "matplotlib.lines"
-    assert "decides comparisons itself" in refusal("matplotlib.lines", "Lying", Lying)
-    assert refusal("matplotlib.lines", "Line2D", matplotlib.Line2D) is None
-
-
-def test_a_malformed_arrow_array_is_refused():
-    """pyarrow rebuilds an array from its buffers without checking them: offsets past the end of the data would
-    read the judge's memory beyond it. Each array is checked in full as it is rebuilt."""
-    pa = pytest.importorskip("pyarrow")
-    good = pickle.dumps(pa.array(["xyzw"]))
-    assert _load(good).to_pylist() == ["xyzw"]
-    offsets = np.array([0, 4], dtype=np.int32).tobytes()
-    assert good.count(offsets) == 1
-    bad = good.replace(offsets, np.array([0, 1_000_000], dtype=np.int32).tobytes())  # past the end of its data
-    with pytest.raises(MirrorRefused, match="could not be rebuilt"):
-        _load(bad)
+    Lying.__module__, Lying.__qualname__ = "matplotlib.lines", "Line2D"
+    assert "decides comparisons itself" in class_refusal(Lying)
+    assert class_refusal(matplotlib.Line2D) is None
