@@ -24,50 +24,46 @@ from typing import Any
 from convcodeworld_gym.registration import LIVE_IDS
 from convcodeworld_gym.tasks import load_tasks
 from convcodeworld_gym.training.tools import ConvCodeWorldTools, tool_rows
+from convcodeworld_gym.training.trl_config import add_trl_arguments, grpo_config
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The shared TRL flags (:func:`add_trl_arguments`; ``--temperature``, ``--use-vllm``, ...) and this program's own."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="CPU smoke run: tiny random model, HumanEval, 2 steps")
-    parser.add_argument("--model", default="Qwen/Qwen3-1.7B", help="a Hugging Face causal LM with a tool-calling "
-                        "chat template TRL knows (Qwen3, Llama 3.1/3.2, ...)")
+    add_trl_arguments(parser)
     parser.add_argument("--env-id", default="ConvCodeWorld-CF-EF_full-v0", choices=LIVE_IDS)
-    parser.add_argument("--dataset", default="bigcodebench")
-    parser.add_argument("--stdlib-only", action="store_true")
-    parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--max-turns", type=int, default=3, help="feedback turns after the first submission")
-    parser.add_argument("--max-steps", type=int, default=200)
-    parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--max-completion-length", type=int, default=4096)
-    parser.add_argument("--bf16", action="store_true")
-    parser.add_argument("--use-vllm", action="store_true", help="generate with vLLM (colocated)")
-    parser.add_argument("--output-dir", default="runs/grpo-tools")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(model="Qwen/Qwen3-1.7B", dataset="bigcodebench", max_steps=200, num_generations=8,
+                        output_dir="runs/grpo-tools")
     return parser
 
 
+def smoke_overrides(args: argparse.Namespace) -> argparse.Namespace:
+    """The CI smoke run: a tiny random tool model on CPU, 2 HumanEval tasks, 2 optimizer steps."""
+    args.model, args.cpu, args.bf16, args.use_vllm = "tiny-random", True, False, False
+    args.dataset, args.limit = "humaneval", 2
+    args.num_generations, args.max_steps, args.max_completion_length = 2, 2, 256
+    return args
+
+
 def build_trainer(args: argparse.Namespace) -> Any:
-    """A ``GRPOTrainer`` whose rollouts are ConvCodeWorld episodes played through :class:`ConvCodeWorldTools`."""
+    """A ``GRPOTrainer`` whose rollouts are ConvCodeWorld episodes played through :class:`ConvCodeWorldTools`,
+    configured by the shared flags (:func:`grpo_config`)."""
     import datasets
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    tasks = load_tasks("humaneval" if args.smoke else args.dataset, stdlib_only=args.stdlib_only,
-                       limit=2 if args.smoke else args.limit)
-    if args.smoke:
+    tasks = load_tasks(args.dataset, stdlib_only=args.stdlib_only, limit=args.limit)
+    if args.model == "tiny-random":
         from convcodeworld_gym.testing.tiny_model import tiny_tool_model
 
         model, tokenizer = tiny_tool_model(args.seed)
     else:
-        model, tokenizer = args.model, None
-    config = GRPOConfig(
-        output_dir=args.output_dir, seed=args.seed, report_to="none", logging_steps=1,
-        max_steps=2 if args.smoke else args.max_steps, per_device_train_batch_size=2 if args.smoke else args.num_generations,
-        num_generations=2 if args.smoke else args.num_generations,
-        max_completion_length=256 if args.smoke else args.max_completion_length,
-        max_tool_calling_iterations=args.max_turns + 1, bf16=args.bf16, use_cpu=args.smoke,
-        use_vllm=args.use_vllm, vllm_mode="colocate",
-    )
+        model, tokenizer = args.model, None  # TRL loads it, and its tokenizer
+    config = grpo_config(args, per_device_train_batch_size=args.num_generations,
+                         max_completion_length=args.max_completion_length,
+                         max_tool_calling_iterations=args.max_turns + 1)
     factory = functools.partial(ConvCodeWorldTools, args.env_id, dataset=tasks, max_turns=args.max_turns)
     return GRPOTrainer(model=model, processing_class=tokenizer, args=config, environment_factory=factory,
                        train_dataset=datasets.Dataset.from_list(tool_rows(tasks)))
@@ -75,6 +71,8 @@ def build_trainer(args: argparse.Namespace) -> Any:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.smoke:
+        args = smoke_overrides(args)
     trainer = build_trainer(args)
     trainer.train()
     rewards = [entry["rewards/ConvCodeWorldTools/mean"] for entry in trainer.state.log_history

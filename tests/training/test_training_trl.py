@@ -1,4 +1,5 @@
-"""The TRL multi-turn GRPO program: a smoke run on CPU with a tiny random model (no download)."""
+"""TRL's ``rollout_func`` door (convcodeworld_gym.training.grpo) and its program training/grpo_trl.py: smoke runs on
+CPU with a tiny random model (no download)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from convcodeworld_gym.training.grpo import ConversationCodec, grpo_rows, make_rollout_func
 
 pytest.importorskip("trl", reason="the TRL test needs the 'train' extra: pip install -e '.[train]'")
 pytestmark = pytest.mark.train
@@ -63,9 +66,10 @@ def test_smoke_run_masks_feedback_tokens(tmp_path):
 
 
 class _Trainer:
-    """What a rollout_func reads of TRL's trainer: the model and its tokenizer (no vLLM)."""
+    """What a rollout_func reads of TRL's trainer: the model, its tokenizer, GRPOConfig's sampling settings (no vLLM)."""
 
     use_vllm = False
+    temperature, top_p, top_k, min_p, repetition_penalty = 1.0, 1.0, 0, None, 1.0
 
     def __init__(self, model, tokenizer) -> None:
         self.model, self.processing_class = model, tokenizer
@@ -76,8 +80,9 @@ def test_a_batch_is_played_together_one_generation_per_turn(humaneval, executor)
     episode (one per episode and turn, 12, before), and the token record is what was sampled."""
     import gymnasium as gym
 
-    grpo = _load()
-    model, tokenizer = grpo.tiny_random_model(0)
+    from convcodeworld_gym.testing.tiny_model import tiny_model
+
+    model, tokenizer = tiny_model(0)
     calls: list[int] = []
     generate = model.generate
 
@@ -87,14 +92,15 @@ def test_a_batch_is_played_together_one_generation_per_turn(humaneval, executor)
 
     model.generate = counting
     tasks = humaneval.subset(limit=2)
-    rollout = grpo.make_rollout_func(
+    rows = grpo_rows(tasks)
+    rollout = make_rollout_func(
         lambda: gym.make("ConvCodeWorld-CF-EF_full-v0", dataset=tasks, max_turns=2, executor=executor),
-        tasks, turns=3, max_new_tokens=8)
+        rows, turns=3, max_new_tokens=8)
     prompts = [t.prompt for t in tasks for _ in range(2)]
     out = rollout(prompts, _Trainer(model, tokenizer))
     assert calls == [4, 4, 4]  # a random model never passes: every episode lives 3 turns
     assert len(out["prompt_ids"]) == 4 and out["env_reward"] == [0.0] * 4
-    codec = grpo.ConversationCodec(tokenizer)
+    codec = ConversationCodec(tokenizer)
     for prompt, ids, completion, logprobs, mask in zip(prompts, out["prompt_ids"], out["completion_ids"], out["logprobs"],
                                                        out["env_mask"]):
         assert ids == codec.prompt(prompt)[1]
@@ -103,5 +109,75 @@ def test_a_batch_is_played_together_one_generation_per_turn(humaneval, executor)
         assert feedback.count("Compilation feedback") == 2  # after turns 0 and 1, not after the last
         assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0) and any(lp != 0.0 for lp, m in zip(logprobs, mask) if m)
     with pytest.raises(ValueError, match="max_turns=2"):
-        grpo.make_rollout_func(lambda: gym.make("ConvCodeWorld-CF-v0", dataset=tasks, executor=executor), tasks, turns=3,
-                               max_new_tokens=4)(prompts[:1], _Trainer(model, tokenizer))
+        make_rollout_func(lambda: gym.make("ConvCodeWorld-CF-v0", dataset=tasks, executor=executor), rows, turns=3,
+                          max_new_tokens=4)(prompts[:1], _Trainer(model, tokenizer))
+
+
+def _recording_generate(model) -> list[dict]:
+    """Wrap ``model.generate`` (the real one runs) to record the sampling settings of each call."""
+    seen: list[dict] = []
+    generate = model.generate
+
+    def recording(inputs, **kwargs):
+        seen.append({k: kwargs.get(k) for k in ("temperature", "top_p", "top_k", "do_sample")})
+        return generate(inputs, **kwargs)
+
+    model.generate = recording
+    return seen
+
+
+def test_the_temperature_flag_is_grpo_configs_and_the_rollouts(tmp_path):
+    """``--temperature 0.5``: TRL computes the loss's logprobs at the temperature of its GRPOConfig, so that is where
+    the flag goes (it stayed 1.0, while the rollout sampled at 0.5); the rollout samples at the trainer's."""
+    grpo = _load()
+    args = grpo.smoke_overrides(grpo.build_parser().parse_args(["--output-dir", str(tmp_path), "--temperature", "0.5"]))
+    trainer = grpo.build_trainer(args)
+    assert trainer.args.temperature == 0.5 and trainer.temperature == 0.5
+    seen = _recording_generate(trainer.model)
+    prompts = [trainer.train_dataset[0]["prompt"]] * 2
+    out = trainer.rollout_func(prompts, trainer)
+    assert len(out["completion_ids"]) == 2 and seen
+    assert {call["temperature"] for call in seen} == {0.5} and all(call["do_sample"] for call in seen)
+
+
+def test_a_templated_chat_dataset_trains_on_the_rows_tasks(tmp_path, humaneval, executor):
+    """Rows whose prompts are chat messages of a template of one's own (a system message, a preamble): TRL hands the
+    rollout only their prompts (copies out of the dataset), and each plays its row's task (the old rollout_func
+    looked the task up by its instruction text and raised KeyError); the model's first turn is the row's prompt."""
+    import argparse
+
+    import datasets
+    import gymnasium as gym
+    from trl import GRPOTrainer
+
+    from convcodeworld_gym.testing.tiny_model import tiny_tool_model
+    from convcodeworld_gym.training.grpo import env_reward
+    from convcodeworld_gym.training.trl_config import add_trl_arguments, grpo_config
+
+    tasks = [humaneval["HumanEval/2"], humaneval["HumanEval/0"]]
+
+    def template(task):
+        return [{"role": "system", "content": "Answer with one Python program."},
+                {"role": "user", "content": f"Solve this ({task.entry_point}):\n{task.prompt}"}]
+
+    rows = grpo_rows(tasks, template)
+    model, tokenizer = tiny_tool_model(0)
+    seen = _recording_generate(model)
+    played = []
+    rollout = make_rollout_func(
+        lambda: gym.make("ConvCodeWorld-CF-EF_full-v0", dataset=humaneval, max_turns=1, executor=executor),
+        rows, turns=2, max_new_tokens=8, on_rollout=played.append)
+    flags = add_trl_arguments(argparse.ArgumentParser()).parse_args(
+        ["--cpu", "--temperature", "0.5", "--num-generations", "2", "--max-steps", "1", "--learning-rate", "1e-3"])
+    trainer = GRPOTrainer(model=model, reward_funcs=env_reward, processing_class=tokenizer,
+                          args=grpo_config(flags, output_dir=str(tmp_path), per_device_train_batch_size=4,
+                                           max_completion_length=400, beta=0.0),
+                          train_dataset=datasets.Dataset.from_list(rows), rollout_func=rollout)
+    trainer.train()
+    assert trainer.state.global_step == 1
+    assert sorted(r.task_id for r in played) == ["HumanEval/0", "HumanEval/0", "HumanEval/2", "HumanEval/2"]
+    codec = ConversationCodec(tokenizer)
+    for episode in played:
+        row = next(r for r in rows if r["task_id"] == episode.task_id)
+        assert episode.prompt_ids == codec.prompt(row["prompt"])[1]  # the row's own prompt, system message included
+    assert {call["temperature"] for call in seen} == {0.5}
