@@ -340,7 +340,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         if task_ids is not None:
             for task_id in task_ids:
                 self.reference.episode(task_id)  # raises, naming the task, when the log lacks it
-        chosen = tasks.subset(ids=task_ids, stdlib_only=stdlib_only)
+        chosen = tasks.subset(task_ids=task_ids, stdlib_only=stdlib_only)
         selected = TaskSet(tuple(t for t in chosen if t.task_id in logged), name=f"{chosen.name}/reference")
         if len(selected) == 0:
             raise ReferenceLogError(

@@ -84,7 +84,7 @@ class _Fixed:
 
 def _choice_env(humaneval, executor) -> CandidateChoiceEnv:
     task = humaneval[TASK]
-    live = ConvCodeWorldEnv("CF-EF_full", dataset=humaneval.subset(ids=[TASK]), executor=executor, max_turns=3)
+    live = ConvCodeWorldEnv("CF-EF_full", dataset=humaneval.subset(task_ids=[TASK]), executor=executor, max_turns=3)
     return CandidateChoiceEnv(live, _Fixed([wrong(task), task.ground_truth]), k=2)
 
 

@@ -258,14 +258,14 @@ def test_relative_log_path_is_named_absolute(reference_log, executor, monkeypatc
 
 def test_dataset_and_log_overlap(reference_log, executor, humaneval):
     # a dataset smaller than the log (as a batch runner passes it): only the shared tasks are played
-    env = gym.make("ConvCodeBench-CF-EF_full-v0", log=reference_log, dataset=humaneval.subset(ids=["HumanEval/3", "HumanEval/7", "HumanEval/1"]),
+    env = gym.make("ConvCodeBench-CF-EF_full-v0", log=reference_log, dataset=humaneval.subset(task_ids=["HumanEval/3", "HumanEval/7", "HumanEval/1"]),
                    executor=executor, max_turns=MAX_TURNS, simulator_kwargs={"backend": "offline"})
     assert env.unwrapped.tasks.ids == ("HumanEval/3", "HumanEval/1")
     with pytest.raises(ReferenceLogError, match="no CF-EF_full episode for task 'HumanEval/7'"):
         env.reset(options={"task_id": "HumanEval/7"})
     env.close()
     with pytest.raises(ReferenceLogError, match="none of the 2 tasks of .* is in the reference log"):
-        gym.make("ConvCodeBench-CF-EF_full-v0", log=reference_log, dataset=humaneval.subset(ids=["HumanEval/7", "HumanEval/8"]), max_turns=MAX_TURNS)
+        gym.make("ConvCodeBench-CF-EF_full-v0", log=reference_log, dataset=humaneval.subset(task_ids=["HumanEval/7", "HumanEval/8"]), max_turns=MAX_TURNS)
 
 
 def test_record_episodes_needs_a_convcodeworld_env(tmp_path):
@@ -380,7 +380,7 @@ def test_correlate_live_vs_static(tmp_path, executor, capsys):
 def test_static_replay_bigcodebench_stdlib(tmp_path, bigcodebench, executor):
     # three quick standard-library tasks (BigCodeBench/0 alone runs for half a minute)
     ids = ["BigCodeBench/1", "BigCodeBench/2", "BigCodeBench/4"]
-    tasks = bigcodebench.subset(ids=ids, stdlib_only=True)
+    tasks = bigcodebench.subset(task_ids=ids, stdlib_only=True)
     assert list(tasks.ids) == ids
     thresholds = dict(zip(ids, [1, NEVER, 0]))
     user = ScriptedUser("novice")

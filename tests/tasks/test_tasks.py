@@ -134,12 +134,31 @@ def test_unknown_dataset_and_task_errors(humaneval, tmp_path):
 
 
 def test_subsets(humaneval):
-    sub = humaneval.subset(ids=["HumanEval/5", "HumanEval/1"])
+    sub = humaneval.subset(task_ids=["HumanEval/5", "HumanEval/1"])
     assert sub.ids == ("HumanEval/5", "HumanEval/1")
     assert len(humaneval.subset(limit=10)) == 10
-    assert load_tasks(humaneval, ids=["HumanEval/3"]).ids == ("HumanEval/3",)
+    assert load_tasks(humaneval, task_ids=["HumanEval/3"]).ids == ("HumanEval/3",)
     with pytest.raises(ValueError):
         humaneval.subset(limit=-1)
+
+
+def test_ids_is_the_old_spelling_of_task_ids_and_says_so(humaneval):
+    with pytest.warns(DeprecationWarning, match=r"load_tasks\(ids=\.\.\.\) is deprecated: pass task_ids="):
+        assert load_tasks(humaneval, ids=["HumanEval/3"]).ids == ("HumanEval/3",)
+    with pytest.warns(DeprecationWarning, match=r"TaskSet.subset\(ids=\.\.\.\) is deprecated: pass task_ids="):
+        assert humaneval.subset(ids=["HumanEval/4"]).ids == ("HumanEval/4",)
+    with pytest.raises(TypeError, match="pass task_ids= only"):
+        load_tasks(humaneval, task_ids=["HumanEval/3"], ids=["HumanEval/3"])
+
+
+def test_a_set_named_by_a_string_is_loaded_once_until_its_file_changes(tmp_path):
+    path = _write_jsonl(tmp_path / "once.jsonl", [_record("once/0")])
+    first = load_tasks(str(path))
+    assert load_tasks(path) is first and load_tasks("humaneval") is load_tasks("HumanEval")
+    assert load_tasks(path, limit=1).tasks[0] is first[0]  # a subset is made from the same set
+    _write_jsonl(path, [_record("once/0"), _record("once/1")])  # changed: size and mtime differ
+    again = load_tasks(path)
+    assert again is not first and again.ids == ("once/0", "once/1")
 
 
 def test_a_set_remembers_what_it_left_out_and_says_why_when_asked_by_id(humaneval):
@@ -158,7 +177,7 @@ def test_a_set_remembers_what_it_left_out_and_says_why_when_asked_by_id(humaneva
         with pytest.raises(LeftOutTaskError, match="reason two"):
             derived["HumanEval/2"]
     with pytest.raises(LeftOutTaskError, match="reason one"):  # subset by id looks each id up
-        again.subset(ids=["HumanEval/0", "HumanEval/1"])
+        again.subset(task_ids=["HumanEval/0", "HumanEval/1"])
     with pytest.raises(UnknownTaskError, match="is not in task set") as unknown:  # any other id: as before
         again["HumanEval/99999"]
     assert not isinstance(unknown.value, LeftOutTaskError)

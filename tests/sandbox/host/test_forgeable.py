@@ -136,7 +136,7 @@ def test_a_task_left_out_for_a_missing_module_asked_for_by_id_says_what_and_how(
         with pytest.raises(LeftOutTaskError) as caught:
             env.reset(options={"task_id": "needs/1"})
         with pytest.raises(LeftOutTaskError, match="needs/1"):  # any lookup by id in the set says it
-            env.unwrapped.tasks.subset(ids=["needs/1"])
+            env.unwrapped.tasks.subset(task_ids=["needs/1"])
     finally:
         env.close()
     python = shared_executor.runtime_probe().python
