@@ -7,6 +7,7 @@ Subcommands:
                       (logic: :mod:`.runs.evaluate`, :mod:`.policies`)
     report            print and write the tables and plot of a run directory (logic: :mod:`.runs.report`)
     selfcheck         run every canonical solution of a task set in the sandbox; pass rate and why each failure failed
+    tasks             what a task set's default set leaves out on a runtime, and why: each task, and how to get it back
     runtime           build a task set's pinned runtime in its own venv (``runtime install bigcodebench``)
     import-reference  convert the reference implementation's result files into a turn log
     correlate         Spearman correlation of live vs static (ConvCodeBench) MRR and Recall rankings
@@ -109,7 +110,7 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
     from .tasks import load_tasks
 
     ids = [t.strip() for t in args.task_ids.split(",") if t.strip()] if args.task_ids else None
-    tasks = load_tasks(args.dataset, ids=ids, stdlib_only=args.stdlib_only)
+    tasks = load_tasks(args.dataset, task_ids=ids, stdlib_only=args.stdlib_only)
     shipped = args.write_profiles is None  # a file written from shipped profiles would only copy them
     with SandboxExecutor(workers=args.workers, require=args.require, runtime=args.runtime, shipped=shipped) as executor:
         report = run_selfcheck(tasks, executor, by_id=ids is not None, limit=args.limit, progress=not args.no_progress)
@@ -132,6 +133,20 @@ def _write_profiles(path: str, tasks, executor: SandboxExecutor) -> None:
     sources = sorted({t.source for t in tasks})
     count = write_profiles(path, tasks, measured, dataset=",".join(sources), made_with=made_with)
     print(f"wrote {count} profiles (of {len(tasks)} tasks) to {path}", file=sys.stderr)
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    """List what the default set of ``--dataset`` leaves out on ``--runtime`` (:mod:`.selection`), without running
+    anything there but the question of what the runtime holds."""
+    from .sandbox.runtimes.install import resolve_runtime
+    from .sandbox.runtimes.needs import RuntimeProbe
+    from .selection import select_tasks
+
+    dataset = args.dataset or default_dataset()[0]
+    probe = RuntimeProbe(resolve_runtime(args.runtime) or sys.executable)
+    chosen = select_tasks(dataset, probe, stdlib_only=args.stdlib_only, allow_forgeable=args.allow_forgeable, warn=False)
+    print(chosen.to_json() if args.json else chosen.render())
+    return 0
 
 
 def _add_runtime(parser: argparse.ArgumentParser) -> None:
@@ -198,6 +213,17 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--workers", type=int, default=None, help="sandbox workers (default: CPUs)")
     check.add_argument("--require", default=None, choices=[level.value for level in Level], help="fail unless this confinement level is reached")
     check.set_defaults(func=cmd_selfcheck)
+
+    tasks = sub.add_parser("tasks", help="list the tasks a task set's default set leaves out on a runtime, why, and how to get them back",
+                           description="The tasks gym.make and evaluate leave out of a default set (no --task-ids): those "
+                           "only an in-process judge can judge, and those needing modules or NLTK data the runtime lacks; "
+                           "per task its id, the kind (judge or runtime) and the reason, then how to get them back.")
+    tasks.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
+    tasks.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
+    tasks.add_argument("--allow-forgeable", action="store_true", help="as allow_forgeable=True: keep the tasks only an in-process judge can judge")
+    tasks.add_argument("--json", action="store_true", help="print JSON: counts and one record per task left out")
+    _add_runtime(tasks)
+    tasks.set_defaults(func=cmd_tasks)
 
     rt = sub.add_parser("runtime", help="build a task set's pinned runtime in its own venv, or show the one in use",
                         description=f"install NAME: build the runtime in its own venv under {runtimes_dir()} "

@@ -34,8 +34,8 @@ from .observation import (OBSERVATION_KEYS, RENDER_MODES, check_render_mode, mak
                           render_ansi)
 from .protocol import actionable
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
-from .sandbox.host.forgeable import default_task_set
-from .sandbox.runtimes.needs import Lacking, choose_tasks
+from .sandbox.runtimes.needs import Lacking
+from .selection import select_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks
 
@@ -100,10 +100,13 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
     Args:
         feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
-        dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks.
+        dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks. A set named by
+            a string is loaded once per process, and what the default set leaves out is worked out once per task
+            set and runtime (:mod:`~convcodeworld_gym.selection`): a second env of it costs milliseconds.
         task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`). Without ``task_ids``
             (a default set), tasks whose solution or tests need modules or NLTK data the executor's runtime
-            lacks are left out, with one logged warning naming them and the install command; tasks asked
+            lacks are left out, with one logged line per task set and process that names ``convcodeworld tasks``
+            (it lists each task left out, why, and the install command); tasks asked
             for by id always stay, and ``info["missing_modules"]`` / ``info["missing_data"]`` name what they
             lack (their execution feedback starts with a note saying so). A default set remembers what it left
             out and why (``env.tasks.left_out``): ``reset(options={"task_id": ...})`` for such a task raises
@@ -134,8 +137,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         render_mode: ``None`` or ``"ansi"``.
         allow_forgeable: keep the tasks only an in-process judge can judge (where a program can forge
             its verdict; see :mod:`~convcodeworld_gym.sandbox.host.forgeable`), and let the env's own
-            executor judge them in-process. Default: a default task set leaves them out, with one logged
-            warning (tasks asked for by ``task_ids`` are kept, judged split).
+            executor judge them in-process. Default: a default task set leaves them out, said in the same one
+            logged line (tasks asked for by ``task_ids`` are kept, judged split).
             Every step's ``info`` says how it was judged: ``judge`` (``split`` or ``inprocess``) and
             ``forgeable``.
         rerun_passed: the reference's way with a passing program: the episode goes on to turn ``max_turns``, and the
@@ -212,11 +215,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         if not isinstance(max_turns, int) or max_turns < 0:
             raise ValueError(f"max_turns must be an int >= 0, got {max_turns!r}")
 
-        tasks = load_tasks(dataset, ids=task_ids, stdlib_only=stdlib_only)
+        load_tasks(dataset)  # a dataset that names nothing fails here, before an executor is made (loaded once per process)
         self.allow_forgeable = allow_forgeable
         self.rerun_passed = rerun_passed
-        if task_ids is None:  # a default set: without the tasks only an in-process judge can judge
-            tasks = default_task_set(tasks, allow_forgeable)
         self.max_turns = max_turns
         self.max_reply_chars = max_reply_chars
         self.render_mode = check_render_mode(render_mode)
@@ -228,10 +229,11 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self.executor: Executor = executor if isinstance(executor, Executor) else executor()
         if not isinstance(self.executor, Executor):
             raise TypeError(f"executor must be an Executor or a callable returning one, got {type(self.executor).__name__}")
-        try:
-            tasks, self.missing = choose_tasks(tasks, self.executor.runtime_probe(), by_id=task_ids is not None,
-                                               strict=strict_runtime)
-            self.tasks: TaskSet = tasks.subset(limit=limit) if limit is not None else tasks
+        try:  # once per process for this task set and runtime (selection.py): the second env costs a lookup
+            chosen = select_tasks(dataset, self.executor.runtime_probe(), task_ids=task_ids, stdlib_only=stdlib_only,
+                                  allow_forgeable=allow_forgeable, strict=strict_runtime)
+            self.missing: dict[str, Lacking] = dict(chosen.missing)
+            self.tasks: TaskSet = chosen.tasks.subset(limit=limit) if limit is not None else chosen.tasks
             if len(self.tasks) == 0:
                 raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit "
                                  "(and the warning above on tasks left out for what the runtime lacks)")

@@ -40,8 +40,7 @@ from ..registration import LIVE_IDS
 from ..rollouts import EpisodeJob, episode_plan, iter_rollouts
 from ..samples import load_samples, samples_digest
 from ..sandbox import Executor, Limits, SandboxExecutor
-from ..sandbox.host.forgeable import default_task_set
-from ..sandbox.runtimes.needs import choose_tasks
+from ..selection import select_tasks
 from ..tasks import DEFAULT_DATASET, TaskSet, load_tasks
 
 __all__ = [
@@ -324,15 +323,14 @@ def run_evaluation(
         LLMError and other errors of the policy or env: the run stops; what is written stays.
     """
     run_dir = Path(run_dir)
-    tasks = load_tasks(config.dataset, ids=config.task_ids, stdlib_only=config.stdlib_only)
+    load_tasks(config.dataset)  # a dataset that names nothing fails here, before an executor is made
     allow_forgeable = bool(config.env_kwargs.get("allow_forgeable"))
-    if config.task_ids is None:  # as each env's own default set: without what only an in-process judge can judge
-        tasks = default_task_set(tasks, allow_forgeable)
     owns_executor = executor is None
     shared = executor if executor is not None else SandboxExecutor(allow_forgeable=allow_forgeable)
-    try:  # a default set leaves out, with one warning, the tasks whose needs the runtime does not meet
-        tasks, _ = choose_tasks(tasks, shared.runtime_probe(), by_id=config.task_ids is not None,
-                                strict=bool(config.env_kwargs.get("strict_runtime")))
+    try:  # each env's own default set (one warning per process): what the judge or the runtime cannot serve is left out
+        tasks = select_tasks(config.dataset, shared.runtime_probe(), task_ids=config.task_ids,
+                             stdlib_only=config.stdlib_only, allow_forgeable=allow_forgeable,
+                             strict=bool(config.env_kwargs.get("strict_runtime"))).tasks
         tasks = tasks.subset(limit=config.limit) if config.limit is not None else tasks
         if len(tasks) == 0:
             raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
