@@ -6,17 +6,26 @@ wrappers too; and what a caller that awaits needs to know."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import gymnasium as gym
+import openai
 import pytest
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym import BENCH_IDS, LIVE_IDS, ConvCodeWorldEnv, RecordEpisodes
+from convcodeworld_gym.policies import OpenAIPolicy
 from convcodeworld_gym.protocol import ReferenceProtocol
 from convcodeworld_gym.records import read_turns
 from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.sandbox import SandboxExecutor
+from convcodeworld_gym.sandbox.runtimes.needs import RuntimeProbe
+from convcodeworld_gym.selection import select_tasks
+from convcodeworld_gym.tasks import load_tasks
 from convcodeworld_gym.testing import ScriptedOpenAIServer
 
 TASKS = ("HumanEval/0", "HumanEval/2")
@@ -162,3 +171,50 @@ def test_an_env_takes_one_call_at_a_time_and_names_what_cannot_be_awaited(uncach
         asyncio.run(checked.areset(options={"task_id": TASKS[0]}))
     assert checked.reset(options={"task_id": TASKS[0]})[1]["task_id"] == TASKS[0]  # blocking use is unchanged
     checked.close()
+
+
+@contextlib.contextmanager
+def _calls_on_this_thread(*functions) -> Iterator[list[str]]:
+    """The names of ``functions`` called on this thread (the event loop's) while the block runs: Python's profiler
+    hook, set for this thread only, sees each call; calls in other threads are not seen."""
+    codes = {f.__code__: f.__qualname__ for f in functions}
+    seen: list[str] = []
+
+    def profile(frame, event, arg) -> None:
+        if event == "call" and frame.f_code in codes:
+            seen.append(codes[frame.f_code])
+
+    sys.setprofile(profile)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(None)
+
+
+_SLOW_ON_A_LOOP = (openai.AsyncOpenAI.__init__, load_tasks, select_tasks, RuntimeProbe._ask)
+
+
+def test_the_first_awaited_calls_do_no_slow_setup_on_the_loop(tmp_path, uncached):
+    """The first areset, astep (with the LLM user) and policy call of a loop: no HTTP client is made on the loop (it
+    loads the TLS certificates: 0.3-0.7 s here, once per env's user), no task set is loaded and no runtime asked."""
+    with ScriptedOpenAIServer(lambda body: LLM_REPLY) as server:
+        env = ConvCodeWorldEnv("CF-EF_full-SEF", dataset="humaneval", task_ids=TASKS, max_turns=MAX_TURNS,
+                               executor=uncached, simulator_kwargs={
+                                   "backend": "llm", "base_url": server.base_url, "api_key": "k",
+                                   "cache_path": str(tmp_path / "user.sqlite"), "model": "sim"})
+        policy = OpenAIPolicy("coder", base_url=server.base_url, api_key="k")
+
+        async def first_calls() -> tuple[list[str], int, float]:
+            loop_thread = threading.get_ident()
+            with _calls_on_this_thread(*_SLOW_ON_A_LOOP) as seen:
+                obs, _ = await env.areset(options={"task_id": TASKS[0]})
+                *_, info = await env.astep(f"{env.task.code_prompt}    return None\n")  # wrong: the user speaks
+                reply = await policy.start(env.task, feedback="CF-EF_full-SEF", seed=0).aact(obs)
+            await policy.aclose()
+            assert threading.get_ident() == loop_thread and reply.text
+            return seen, len(server.chat_requests), info["timings"].verbal_s
+
+        seen, requests, verbal_s = asyncio.run(first_calls())
+        env.close(), policy.close()
+    assert requests == 2 and verbal_s > 0  # the user and the policy each asked the server, through their async clients
+    assert seen == []  # before: ['AsyncOpenAI.__init__', 'AsyncOpenAI.__init__'], the clients made on the loop
