@@ -95,6 +95,12 @@ class _Part:
         self._last = key
         return value
 
+    def takes(self) -> bool:
+        """Whether this side takes the other side's value: only when the other side is among those that send it.
+        The program owns its process, and so whatever its side sends: a part the judge alone sends (the random
+        states the tests draw from) is never taken from the program, whatever its message holds."""
+        return ("program" if self.side == "judge" else "judge") in self.sends
+
     def apply(self, value: Any) -> None:
         self.write(value)
         self.mark()
@@ -364,7 +370,7 @@ class SharedState:
             return
         for name, value in state.items():
             part = self.parts.get(name) if type(name) is str else None
-            if part is not None and value is not None:
+            if part is not None and value is not None and part.takes():
                 try:
                     part.apply(value)
                 except Exception:  # noqa: BLE001 - a value the other side garbled is not applied

@@ -83,10 +83,11 @@ On the tree intake the pickle attacks still run: their pickle goes where the mir
 .sent``) and must be refused, never loaded. ``numpy_attrgetter_exec`` and its kin find their dotted names in the
 program's own process (``forged_programs.dotted``): numpy 1.24 has no ``_core``, numpy 2 does.
 
-Beyond the mirrors, :func:`test_the_program_cannot_steer_what_the_tests_draw` (strict xfail, a hole still open on
-6da51e3): the random states are meant to cross judge to program only, but that rule (``_Part.sends``) is kept by the
-sender; the judge's ``SharedState.apply`` applies whatever part comes, so a program that flips its side's rule reseeds
-the tests' ``random`` and ``numpy.random`` streams.
+Beyond the mirrors, :func:`test_the_program_cannot_steer_what_the_tests_draw` (a hole still open on 6da51e3, closed
+after it): the random states are meant to cross judge to program only, but that rule (``_Part.sends``) was kept by
+the sender; the judge's ``SharedState.apply`` applied whatever part came, so a program that flipped its side's rule
+reseeded the tests' ``random`` and ``numpy.random`` streams. Now the receiving side takes a part only from a side
+that sends it (``_Part.takes``).
 """
 
 from __future__ import annotations
@@ -208,8 +209,6 @@ class TestCases(unittest.TestCase):
 DRAW = Task("forged/draw", "Return None.", "def task_func():\n", "task_func", "    return None\n", DRAW_TESTS)
 
 
-@pytest.mark.xfail(strict=True, reason="the judge applies any shared part the program sends (shared.SharedState.apply "
-                   "ignores _Part.sends): a program steers the tests' random and numpy.random streams")
 def test_the_program_cannot_steer_what_the_tests_draw(sandbox):
     pytest.importorskip("numpy")
     assert sandbox.run(DRAW, DRAW.ground_truth).passed
