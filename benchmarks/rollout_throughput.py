@@ -17,8 +17,9 @@ Per setting it prints:
   this process's tree missed most of the sandbox runs' time);
 * the same episodes played the old way: threads (``convcodeworld evaluate`` before, one thread per episode in
   flight, each blocking on its steps) and, on a few episodes, one after the other (sequential);
-* the event loop's worst lag and 99th percentile (a 5 ms heartbeat; ``--freeze-gc`` to see what the garbage
-  collector's pauses add), and the memory of this process per episode in flight (its peak RSS over its RSS before
+* the event loop's worst lag and 99th percentile (a 5 ms heartbeat, ``benchmarks/_loop_watch.py``, which also says
+  where the loop was in its longest stall; ``--freeze-gc`` to see what the garbage collector's pauses add), and the
+  memory of this process per episode in flight (its peak RSS over its RSS before
   the run);
 * the same driver run with one episode whose program takes ``--slow-s`` seconds (100) among them (listed first, in
   the first wave): how much later the other episodes are all done than without it.
@@ -54,8 +55,12 @@ from convcodeworld_gym.tasks import BIGCODEBENCH_ENV, Task, TaskSet, load_tasks
 from convcodeworld_gym.testing import CoderServer
 from convcodeworld_gym.testing.openai_server import fake_tokens
 
+try:  # run as a script (benchmarks/ on sys.path) or imported as benchmarks.rollout_throughput
+    from _loop_watch import LoopWatch
+except ImportError:  # pragma: no cover
+    from benchmarks._loop_watch import LoopWatch
+
 ENV_ID = "ConvCodeWorld-CF-EF_full-SEF-v0"
-HEARTBEAT_S = 0.005
 CORES = len(os.sched_getaffinity(0))
 
 
@@ -69,6 +74,7 @@ class Run:
     worst_lag_s: float = float("nan")
     p99_lag_s: float = float("nan")
     rss_per_episode_mb: float = float("nan")
+    worst_where: str = "-"  # where the loop was in the stall its own work held longest (_loop_watch.LoopWatch)
 
     @property
     def per_minute(self) -> float:
@@ -122,10 +128,9 @@ def drive(jobs: list[EpisodeJob], make_env: Callable[[], gym.Env], base_url: str
     ``slow_seed``, the run ends once every other episode is done (the slow one is cancelled)."""
 
     async def main() -> Run:
-        lags: list[float] = []
         peak = [_rss_mb()]
         baseline = peak[0]
-        stop = asyncio.Event()
+        watch = LoopWatch(on_beat=lambda: peak.__setitem__(0, max(peak[0], _rss_mb())))
         others_done = asyncio.Event()
         done_at: dict[int, float] = {}
         started = time.perf_counter()
@@ -137,32 +142,22 @@ def drive(jobs: list[EpisodeJob], make_env: Callable[[], gym.Env], base_url: str
         policy = OpenAIPolicy("coder", base_url=base_url, api_key="EMPTY")
         clocked = _Clocked(policy, done_at, started, on_end)
 
-        async def heartbeat() -> None:
-            while not stop.is_set():
-                began = time.perf_counter()
-                await asyncio.sleep(HEARTBEAT_S)
-                lags.append(time.perf_counter() - began - HEARTBEAT_S)
-                peak[0] = max(peak[0], _rss_mb())
-
         async def play_all() -> list[Trajectory]:
             return [t async for t in iter_rollouts(jobs, make_env, clocked, concurrency=in_flight)]
 
-        beat = asyncio.create_task(heartbeat())
-        playing = asyncio.create_task(play_all())
-        if slow_seed is None:
-            trajectories = await playing
-        else:
-            await others_done.wait()
-            playing.cancel()
-            await asyncio.gather(playing, return_exceptions=True)
-            trajectories = []
-        seconds = time.perf_counter() - started
-        stop.set()
-        await beat
+        async with watch.beating():
+            playing = asyncio.create_task(play_all())
+            if slow_seed is None:
+                trajectories = await playing
+            else:
+                await others_done.wait()
+                playing.cancel()
+                await asyncio.gather(playing, return_exceptions=True)
+                trajectories = []
+            seconds = time.perf_counter() - started
         await policy.aclose()
-        lags.sort()
-        return Run(seconds, trajectories, done_at, lags[-1], lags[int(0.99 * (len(lags) - 1))],
-                   (peak[0] - baseline) / in_flight)
+        return Run(seconds, trajectories, done_at, watch.worst_s, watch.p99_s, (peak[0] - baseline) / in_flight,
+                   watch.worst_where())
 
     return asyncio.run(main())
 
@@ -282,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"the cores an episode); model "
                       f"{model_seconds(run.trajectories, args.latency, args.tokens_per_s):.0f} s in all; "
                       f"{sum(t.model_calls for t in run.trajectories)} calls; passed {sum(bool(t.passed) for t in run.trajectories)}"
-                      f"/{len(jobs)}; driver {run.seconds:.1f} s, ideal {ideal_s:.1f} s -->", flush=True)
+                      f"/{len(jobs)}; driver {run.seconds:.1f} s, ideal {ideal_s:.1f} s; the loop's longest stall "
+                      f"of its own: {run.worst_where} -->", flush=True)
     return 0
 
 
