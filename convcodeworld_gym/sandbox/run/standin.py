@@ -41,6 +41,7 @@ a generator, an iterator): never a library's class on the program's word (:func:
 from __future__ import annotations
 
 import builtins
+import inspect
 import keyword
 import os
 import struct
@@ -550,7 +551,9 @@ def exception_policy(strict: bool, allowed_roots: Iterable[str] = ()) -> Callabl
     """How a side finds the class of the other side's exception, or None (then it raises :class:`RemoteError`).
 
     Strict (the judge): an ``Exception`` subclass in builtins or in a loaded module of the task's own
-    imports (``allowed_roots``); never one of ``unittest``.
+    imports (``allowed_roots``); never one of ``unittest``. The name is looked up in what the loaded module
+    holds, attribute by attribute, statically: a module's lazy ``__getattr__`` never imports what the program
+    named.
     """
     roots = frozenset(allowed_roots) - {"unittest", "convcodeworld_gym"}
 
@@ -561,8 +564,8 @@ def exception_policy(strict: bool, allowed_roots: Iterable[str] = ()) -> Callabl
         if mod is None or "<" in qualname:
             return None
         obj: Any = mod
-        for part in qualname.split("."):
-            obj = getattr(obj, part, None)
+        for part in qualname.split("."):  # what the module holds: no lazy import, no descriptor runs, no dunder
+            obj = None if part.startswith("__") else inspect.getattr_static(obj, part, None)
         if not isinstance(obj, type) or not issubclass(obj, BaseException):
             return None
         if strict and (not issubclass(obj, Exception) or obj.__module__.split(".")[0] == "unittest"):
