@@ -33,7 +33,7 @@ import gymnasium as gym
 from ..policies.prompts import feedback_sections
 from ..registration import LIVE_IDS
 from ..sandbox import Executor
-from ..tasks import DatasetSpec, Task, load_tasks  # noqa: F401 - load_tasks: the doctests use it
+from ..tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks  # noqa: F401 - load_tasks: doctests use it
 from .shared import shared_executor, task_set
 
 __all__ = ["ConvCodeWorldTools", "tool_rows", "TOOL_SYSTEM_PROMPT"]
@@ -50,24 +50,34 @@ TOOL_SYSTEM_PROMPT = (
 
 def tool_rows(tasks: Iterable[Task]) -> list[dict[str, Any]]:
     """One dataset row per task for ``GRPOTrainer(environment_factory=...)``: ``prompt`` (a system message and the
-    task's instruction) and ``task_id`` (which :meth:`ConvCodeWorldTools.reset` reads).
+    task's instruction), ``task_id`` (which :meth:`ConvCodeWorldTools.reset` reads) and ``task_set`` (the name of the
+    task set the rows come from, e.g. ``"humaneval"``: :meth:`ConvCodeWorldTools.reset` names it when the tools play
+    another set). Build the tools on the same set: ``functools.partial(ConvCodeWorldTools, env_id, dataset=tasks)``.
 
     >>> from convcodeworld_gym.tasks import load_tasks
     >>> row = tool_rows(load_tasks("humaneval", limit=1))[0]
-    >>> row["task_id"], [m["role"] for m in row["prompt"]]
-    ('HumanEval/0', ['system', 'user'])
+    >>> row["task_id"], row["task_set"], [m["role"] for m in row["prompt"]]
+    ('HumanEval/0', 'humaneval', ['system', 'user'])
     """
+    name = _root_name(tasks.name) if isinstance(tasks, TaskSet) else "custom"
     return [{"prompt": [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
                         {"role": "user", "content": task.prompt.strip()}],
-             "task_id": task.task_id} for task in tasks]
+             "task_id": task.task_id, "task_set": name} for task in tasks]
+
+
+def _root_name(name: str) -> str:
+    """The name of the task set a subset was cut from (``"humaneval/limit3"`` -> ``"humaneval"``)."""
+    return name.split("/", 1)[0]
 
 
 class ConvCodeWorldTools:
     """One ConvCodeWorld episode per rollout, for TRL's ``environment_factory``.
 
-    ``ConvCodeWorldTools()`` plays :data:`DEFAULT_ID` on the env's default task set; another id or task set comes
-    through a picklable partial (what ``AsyncGRPOTrainer`` needs), e.g.
-    ``functools.partial(ConvCodeWorldTools, "ConvCodeWorld-CF-EF_partial-SNF-v0", dataset="humaneval")``.
+    ``ConvCodeWorldTools()`` plays :data:`DEFAULT_ID` on the env's default task set (BigCodeBench); another id or task
+    set comes through a picklable partial (what ``AsyncGRPOTrainer`` needs), e.g.
+    ``functools.partial(ConvCodeWorldTools, "ConvCodeWorld-CF-EF_partial-SNF-v0", dataset="humaneval")``. The rows
+    must come from the task set the tools play (``tool_rows(tasks)`` with ``dataset=tasks``): a row of another set
+    fails at its :meth:`reset`, naming both sets and that fix.
     Construction is cheap (TRL makes one per rollout): the env is made at the first :meth:`reset`, task sets named
     by a string are loaded once per process, and all instances of a process share one sandbox executor unless
     ``executor=`` is given (closed at the process's exit).
@@ -100,12 +110,23 @@ class ConvCodeWorldTools:
 
     def reset(self, **row: Any) -> None:
         """Start the episode of the row's task (``task_id``; :func:`tool_rows` makes such rows). Returns None: the
-        row's prompt already holds the task."""
+        row's prompt already holds the task.
+
+        Raises:
+            ValueError: the row has no ``task_id``; or its task is not in the task set these tools play (rows of one
+                set, tools of another: the message names both and how to build the tools on the rows' set). With no
+                ``dataset=`` (BigCodeBench), a row of another set fails before anything is loaded.
+        """
         task_id = row.get("task_id")
         if not isinstance(task_id, str):
             raise ValueError("a ConvCodeWorldTools dataset row needs a 'task_id' (str); build the rows with "
                              "convcodeworld_gym.training.tools.tool_rows(tasks)")
+        if self._dataset is None and not task_id.startswith("BigCodeBench/"):  # the default set holds no other id
+            raise self._mismatch(task_id, row.get("task_set"), f"{DEFAULT_DATASET!r} (the default: no dataset= given)")
         env = self._make_env()
+        tasks = env.unwrapped.tasks
+        if task_id not in tasks and task_id not in tasks.left_out:  # a left-out task raises its own reason below
+            raise self._mismatch(task_id, row.get("task_set"), f"{tasks.name!r} ({len(tasks)} tasks)")
         env.reset(options={"task_id": task_id})
         self._active, self._reward = True, 0.0
         self._left = env.unwrapped.max_turns + 1
@@ -144,6 +165,14 @@ class ConvCodeWorldTools:
         """1.0 when a submitted program passed all tests, else 0.0; None when the infrastructure lost a run (no
         verdict: TRL leaves the rollout out of its group's baseline instead of counting a 0)."""
         return self._reward
+
+    def _mismatch(self, task_id: str, row_set: Any, played: str) -> ValueError:
+        """The error of a row whose task is not in the task set these tools play: both sets, and the fix."""
+        rows = f"task set {row_set!r}" if isinstance(row_set, str) else "another task set"
+        return ValueError(
+            f"the dataset row's task {task_id!r} comes from {rows}, but these ConvCodeWorldTools play task set "
+            f"{played}: build the tools on the rows' task set, environment_factory=functools.partial("
+            f"ConvCodeWorldTools, {self._env_id!r}, dataset=tasks) with train_dataset=tool_rows(tasks)")
 
     def _make_env(self) -> gym.Env:
         if self._env is None:

@@ -4,6 +4,7 @@ trainer's logs."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -11,7 +12,7 @@ import pickle
 
 import pytest
 
-from convcodeworld_gym.tasks import load_tasks
+from convcodeworld_gym.tasks import TaskSet, load_tasks
 from convcodeworld_gym.testing import FakeExecutor
 from convcodeworld_gym.training.tools import TOOL_SYSTEM_PROMPT, ConvCodeWorldTools, tool_rows
 
@@ -77,6 +78,28 @@ def test_a_row_without_a_task_id_says_how_to_build_rows():
         ConvCodeWorldTools().reset(prompt=[{"role": "user", "content": "x"}])
     with pytest.raises(ValueError, match="is not a ConvCodeWorld id"):
         ConvCodeWorldTools("CartPole-v1")
+
+
+def test_rows_of_another_task_set_fail_at_once_naming_both_sets_and_the_fix(humaneval):
+    row = tool_rows(humaneval.subset(limit=1))[0]
+    assert row["task_set"] == "humaneval"
+    env = ConvCodeWorldTools()  # plays BigCodeBench, the default
+    with pytest.raises(ValueError, match=r"the dataset row's task 'HumanEval/0' comes from task set 'humaneval', but these "
+                                         r"ConvCodeWorldTools play task set 'bigcodebench' \(the default: no dataset= given\): "
+                                         r"build the tools on the rows' task set, environment_factory=functools.partial\("
+                                         r"ConvCodeWorldTools, 'ConvCodeWorld-CF-EF_full-v0', dataset=tasks\) with "
+                                         r"train_dataset=tool_rows\(tasks\)$"):
+        env.reset(**row)
+    assert env._env is None  # noqa: SLF001 - failed before BigCodeBench was loaded or a sandbox started
+
+    mine = TaskSet((dataclasses.replace(humaneval["HumanEval/0"], task_id="mine/0"),), name="mine")
+    tools = ConvCodeWorldTools(dataset=humaneval.subset(limit=3), executor=FakeExecutor())
+    with pytest.raises(ValueError, match=r"task 'mine/0' comes from task set 'mine', but these ConvCodeWorldTools play "
+                                         r"task set 'humaneval/limit3' \(3 tasks\)"):
+        tools.reset(**tool_rows(mine)[0])
+    with pytest.raises(ValueError, match=r"task 'mine/0' comes from another task set"):  # rows of a plain list of tasks
+        tools.reset(task_id="mine/0")
+    assert tools.reset(**tool_rows(humaneval.subset(limit=3))[2]) is None  # rows of the set the tools play
 
 
 def test_a_bigcodebench_task_through_the_tool(bigcodebench):
