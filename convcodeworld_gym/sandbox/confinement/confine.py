@@ -3,9 +3,11 @@
 Everything here is a thin, checked wrapper over a system call (through ``ctypes``: Python 3.10
 and 3.11 have no ``os.unshare``), plus the record of what was achieved.
 
-A worker calls :func:`enter_worker_namespaces` once at start (as root); for each execution it
-forks a child with :meth:`RunNamespaces.fork` (pid 1 of a fresh PID namespace, no process in
-between), which calls :func:`enter_run_mounts` and :func:`drop_to` before it runs anything untrusted.
+A worker calls :func:`enter_worker_namespaces` once at start (as root): its view of the file system is then the
+allow-list of :mod:`.view` (every other top-level dir covered, :func:`hide_outside`; task data masked,
+:func:`mask_dirs`), which every run inherits. For each execution it forks a child with :meth:`RunNamespaces.fork`
+(pid 1 of a fresh PID namespace, no process in between), which calls :func:`enter_run_mounts` and :func:`drop_to`
+before it runs anything untrusted.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..runtimes.interpreter import paths_beneath
+from . import view
 
 __all__ = [
     "Level",
@@ -32,6 +35,8 @@ __all__ = [
     "enter_run_mounts",
     "enter_run_network_and_ipc",
     "mount_tmpfs_keeping",
+    "hide_outside",
+    "mask_dirs",
     "bring_up_loopback",
     "mount_run_proc",
     "drop_to",
@@ -108,7 +113,9 @@ class Level(str, enum.Enum):
     * ``process``: own process group, scrubbed environment, private work dir, time limits.
     * ``uid``: also a distinct non-root uid per worker slot and rlimits (address space, file size, processes).
     * ``namespaces``: also no network (empty net namespace), own PID, network and IPC namespaces per run,
-      read-only view of the file system except a private size-limited tmpfs work dir, own UTS namespace.
+      a read-only view of an allow-list of the file system (the system's dirs, the runtime's paths, the
+      sandbox's code; task data masked inside them: :mod:`.view`) except a private size-limited tmpfs work dir,
+      own UTS namespace.
     * ``full``: also a seccomp filter (no sockets but ``AF_UNIX``, no ``kill(-1)``, no ptrace, mount,
       unshare, ...; :mod:`.seccomp`) and a Landlock domain (read only the interpreter and system dirs, write
       only the run's tmpfs, no TCP, signals scoped; :mod:`.landlock`).
@@ -246,12 +253,53 @@ def mount_tmpfs_keeping(target: str, options: str, keep: Iterable[str] = ()) -> 
             os.close(fd)
 
 
+def hide_outside(readable: Iterable[str]) -> list[str]:
+    """Cover each top-level entry of ``/`` that is not a system dir (:data:`.view.SYSTEM_TOP`) and holds no path of
+    ``readable`` whole: a dir by a fresh tmpfs in which only the paths of ``readable`` and :data:`.view.SYSTEM_READ`
+    beneath it are bound back, read-only (:func:`mount_tmpfs_keeping`), a file by an empty one. Symbolic links are
+    left: what they point to is covered where it lies. In this mount namespace only; returns what was covered."""
+    keep = [os.path.realpath(p) for p in (*readable, *view.SYSTEM_READ) if os.path.exists(p)]
+    covered = []
+    for name in sorted(os.listdir("/")):
+        top = "/" + name
+        if name in view.SYSTEM_TOP or os.path.islink(top) or top in keep:
+            continue
+        if os.path.isdir(top):
+            mount_tmpfs_keeping(top, "mode=755,size=1m,nr_inodes=4096", paths_beneath(top, keep))
+        elif os.path.isfile(top):
+            _cover_file(top)
+        else:
+            continue
+        covered.append(top)
+    return covered
+
+
+def _cover_file(path: str) -> None:
+    """Bind an empty, read-only file over ``path`` (a file), in this mount namespace."""
+    empty = f"{SANDBOX_ROOT}/.ccw_empty"  # in the worker's private tmpfs: nothing lands on the host
+    os.close(os.open(empty, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o444))
+    _mount(empty, path, None, _MS_BIND)
+    _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+
+
+def mask_dirs(paths: Iterable[str]) -> list[str]:
+    """Cover each dir of ``paths`` by an empty, read-only tmpfs (in this mount namespace); returns those covered."""
+    masked = []
+    for path in paths:
+        _mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=555,size=4k,nr_inodes=2")
+        masked.append(path)
+    return masked
+
+
 def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) -> tuple[str, ...]:
     """Move the calling (root) process into new mount, network, IPC and UTS namespaces and lay out its view.
 
     ``/`` becomes read-only (this mount namespace only), ``/tmp`` becomes a private tmpfs (each run then
-    gets its own, see :func:`enter_run_mounts`), the network has only a loopback, and each path in ``readable`` (the interpreter's prefix, site-packages, ...)
-    is made reachable for the unprivileged slot uid. Returns the feature names achieved.
+    gets its own, see :func:`enter_run_mounts`), the network has only a loopback, and the file system shows only
+    the allow-list of :mod:`.view`: the system's dirs and the paths of ``readable`` (the run's own, see
+    :func:`.view.run_readable`: the interpreter's prefix, site-packages, the sandbox's code), every other
+    top-level dir covered (:func:`hide_outside`), each made reachable for the unprivileged slot uid, and the
+    task data inside them masked (:func:`.view.task_data_in`, :func:`mask_dirs`). Returns the feature names achieved.
 
     Raises:
         OSError: a step failed (not root, no namespace support); the caller falls back to a weaker level.
@@ -261,10 +309,12 @@ def enter_worker_namespaces(settings: SandboxSettings, readable: Iterable[str]) 
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     mount_tmpfs_keeping(SANDBOX_ROOT, f"mode=755,size={settings.tmpfs_mb}m,nr_inodes={settings.tmpfs_inodes}",
                         paths_beneath(SANDBOX_ROOT, readable))
+    hide_outside(readable)
     _bind_readable(p for p in readable if not os.path.realpath(p).startswith(SANDBOX_ROOT + "/"))
+    mask_dirs(view.task_data_in(readable))
     _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY)
     bring_up_loopback()
-    return ("netns", "mountns", "ipcns", "utsns", "readonly_root", "private_tmpfs")
+    return ("netns", "mountns", "ipcns", "utsns", "readonly_root", "private_tmpfs", "read_allow_list", "task_data_masked")
 
 
 class RunNamespaces:

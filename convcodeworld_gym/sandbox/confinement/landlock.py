@@ -3,10 +3,11 @@
 A Landlock domain, once the calling process enters it, limits it and every process it forks:
 
 * **files**: read and execute only beneath the paths of :func:`read_paths` (the interpreter, its
-  libraries, ``/usr``, ``/etc``, ``/proc``, ...); write, create, remove, rename only beneath the
-  run's private ``/tmp`` (its work dir is in there) and ``/dev/shm``, plus writing ``/dev/null``
-  and friends. Everything else (``/home``, ``/root``, ``/var``, ``/srv``, other checkouts, ...) is
-  invisible, whatever the mount layer would allow;
+  libraries, the sandbox's code, ``/usr``, ``/etc``, ``/proc``, ...: the allow-list of :mod:`.view`); write,
+  create, remove, rename only beneath the run's private ``/tmp`` (its work dir is in there) and ``/dev/shm``,
+  plus writing ``/dev/null`` and friends. Everything else (``/home``, ``/root``, ``/opt``, ``/var``, ``/srv``,
+  other checkouts, ...) is invisible, whatever the mount layer would allow; task data inside the allow-list
+  is masked by the mount layer (:func:`.confine.mask_dirs`), which Landlock cannot do (it grants whole dirs);
 * **network** (ABI >= 4, a nested domain for runs without network): no TCP bind or connect at all;
 * **scopes** (ABI >= 6): no signal to a process outside the domain, no connection to an abstract
   unix socket outside it.
@@ -29,6 +30,7 @@ from collections.abc import Iterable
 
 from ..runtimes.interpreter import interpreter_paths
 from .confine import SANDBOX_ROOT, syscall
+from .view import SYSTEM_READ, run_readable
 
 __all__ = ["abi", "read_paths", "write_paths", "restrict", "restrict_network"]
 
@@ -42,8 +44,6 @@ _REFER, _TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 
-_SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
-                "/dev", "/var/cache/fontconfig", "/var/lib/dpkg/alternatives")
 _DEVICE_WRITE = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 
 
@@ -66,12 +66,13 @@ def abi() -> int:
 
 
 def read_paths(extra: Iterable[str] = ()) -> list[str]:
-    """System dirs plus the interpreter's prefixes, its ``site-packages`` and ``extra`` (those that exist).
+    """System dirs (:data:`.view.SYSTEM_READ`) plus what :func:`.view.run_readable` grants of the interpreter's
+    prefixes, its ``site-packages`` and ``extra`` (those that exist).
 
     ``/`` itself is never granted (a worker started with ``python -m`` in ``/`` has it on ``sys.path``):
     granting it would grant everything.
     """
-    candidates = [*_SYSTEM_READ, *interpreter_paths(), *extra]
+    candidates = [*SYSTEM_READ, *run_readable([*interpreter_paths(), *extra])]
     return sorted({os.path.normpath(p) for p in candidates if os.path.isabs(p) and os.path.exists(p)} - {"/"})
 
 

