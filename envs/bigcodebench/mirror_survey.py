@@ -45,8 +45,8 @@ for _name, _dir in (("convcodeworld_gym", _PACKAGE_DIR), ("convcodeworld_gym.san
     sys.modules[_name] = _package
 from convcodeworld_gym.sandbox.run.codec import Codec  # noqa: E402
 from convcodeworld_gym.sandbox.run.mirror import MirrorRefused, Mirrors, mirrored, snapshot  # noqa: E402
-from convcodeworld_gym.sandbox.run.mirror_allowed import (DECIDING, MIRRORED_ROOTS, class_refusal, key_of,  # noqa: E402
-                                                          root_of)
+from convcodeworld_gym.sandbox.run.mirror_allowed import (DECIDING, MIRRORED_ROOTS, key_of, root_of,  # noqa: E402
+                                                          screen_refusal)
 
 _SEEN: dict[int, object] = {}  # each object surveyed once (kept alive, so that its id is not reused)
 _OPEN = "--open" in sys.argv
@@ -169,7 +169,7 @@ def child(task_json: str) -> None:
 def _why(cls: type) -> str:
     """Why a class's comparisons are its library's own (the screens of .mirror_allowed, as this runtime has it)."""
     own = sorted(f"{k.__qualname__}.{op}" for k in cls.__mro__ if root_of(str(k.__dict__.get("__module__", ""))) in MIRRORED_ROOTS
-                 for op in DECIDING & vars(k).keys())
+                 for op in DECIDING & vars(k).keys())  # each in mirror_allowed.REVIEWED, or the screen refused it
     bases = [k.__name__ for k in cls.__mro__ if k.__module__ == "builtins" and k is not object]
     if own:
         return "its comparisons were read (mirror_allowed.REVIEWED): " + ", ".join(own[:4])
@@ -199,21 +199,19 @@ def table(lines: list[str]) -> str:
         except Exception as exc:  # noqa: BLE001
             refused.append(f"# {key}: not found here ({type(exc).__name__})")
             continue
-        if class_refusal_open(found) is not None:
-            refused.append(f"# {key}: {class_refusal_open(found)}")
+        why = screen_refusal(found)
+        if why is not None:
+            refused.append(f"# {key}: {why}")
             continue
         rows.append(f"    {key!r}: {_why(found)!r},")
     out = [TABLE_HEAD, "CLASSES: dict[str, str] = {", *rows, "}", "#: Left out (the screens refuse them here):",
            *refused, "CALLABLES: dict[str, str] = {"]
-    out += [f"    {key!r}: 'a library callable a mirrored object holds (a callback, a factory)'," for key in sorted(callables)]
+    from convcodeworld_gym.sandbox.run.mirror_table import CALLABLES  # what each was read to be, kept
+
+    out += [f"    {key!r}: {CALLABLES.get(key, 'UNREAD: say what it is and what it does when called')!r},"
+            for key in sorted(callables)]
     out.append("}")
     return "\n".join(out) + "\n"
-
-
-def class_refusal_open(cls: type) -> str | None:
-    """:func:`.mirror_allowed.class_refusal` but for the table's membership (the class is being added to it)."""
-    why = class_refusal(cls)
-    return None if why is None or why.endswith("is not in the reviewed table of library classes") else why
 
 
 TABLE_HEAD = '''"""Runs in both processes of a split run: the reviewed table of what a mirror may name (see :mod:`.mirror_allowed`).

@@ -65,8 +65,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .codec import Codec, CodecError, CodecLimits
-from .mirror_allowed import (BOUND_BUILTIN_METHODS, MIRRORED_ROOTS, POINTER_PROTOCOLS, key_of, root_of, setstate_of,
-                             table_callable, table_class)
+from .mirror_allowed import (BOUND_BUILTIN_METHODS, MIRRORED_ROOTS, POINTER_PROTOCOLS, Setstate, key_of, root_of,
+                             setstate_of, table_callable, table_class)
 from .mirror_table import CALLABLES, CLASSES
 
 __all__ = ["mirrored", "snapshot", "Mirrors", "MirrorRefused", "MAX_OBJECTS"]
@@ -352,6 +352,33 @@ def _checked_keys(part: Any, cls: type, consumed: frozenset[str] = frozenset()) 
     return part
 
 
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Is ``value`` plain data: numbers, strings, bytes, None, and lists, tuples and dicts of them?"""
+    if value is None or type(value) in (bool, int, float, str, bytes):
+        return True
+    if depth > 20:
+        return False
+    if type(value) in (list, tuple):
+        return all(_plain(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _reviewed_state(state: Any, cls: type, reviewed: Setstate) -> Any:
+    """``state`` as a reviewed ``__setstate__`` may be given it: a sequence of plain data of its length, or a dict
+    whose keys pass :func:`_checked_keys` and its guards."""
+    if reviewed.sequence is not None:
+        if type(state) not in (list, tuple) or len(state) != reviewed.sequence or not _plain(state):
+            raise MirrorRefused(f"a {cls.__qualname__} object's state is no sequence of {reviewed.sequence} plain values")
+        return state
+    state = _checked_keys(state, cls, reviewed.consumed)
+    for name, rule in reviewed.guards.items():
+        if name in state and (rule == "absent" or state[name] is not None):
+            raise MirrorRefused(f"the mirror gives a {cls.__qualname__} object a {name}, which the judge refuses")
+    return state
+
+
 def _give_state(obj: Any, state: Any, items: Any, entries: Any) -> None:
     """Give ``obj`` (an instance the judge made) its state: the library's reviewed ``__setstate__``, else a plain
     update of its dict and slots; then a list subclass's items and a dict subclass's entries."""
@@ -359,8 +386,7 @@ def _give_state(obj: Any, state: Any, items: Any, entries: Any) -> None:
     if state is not None:
         reviewed = setstate_of(cls)
         if reviewed is not None:
-            setstate, consumed = reviewed
-            setstate(obj, _checked_keys(state, cls, consumed))
+            reviewed.function(obj, _reviewed_state(state, cls, reviewed))
         else:
             slots = None
             if type(state) is tuple and len(state) == 2:

@@ -25,11 +25,15 @@ Holds:
     DECIDING               the operations by which a test compares a value with its own
     REVIEWED               the deciding operations of mirrored classes that were read and found honest
     REVIEWED_SETSTATE      the ``__setstate__`` methods of mirrored classes that were read and found to store data
+    SETSTATE_GUARDS        keys a reviewed ``__setstate__`` acts on that the judge takes only as None, or not at all
+    SETSTATE_SEQUENCE      reviewed ``__setstate__`` methods whose state is a sequence of plain data
+    Setstate               a reviewed ``__setstate__`` and what it may be given
     setstate_of            the reviewed ``__setstate__`` of a class, or None for a plain update
     BOUND_BUILTIN_METHODS  methods of plain containers a mirror may bind
     key_of                 the exact ``module:qualname`` of a class or function
     table_class            the judge's class for a key of the table, or why not
     table_callable         the judge's library callable for a key of the table, or why not
+    screen_refusal         why a class fails the screens, or None
     class_refusal          why a class (found by the judge) is not rebuilt, or None
     root_of                the top-level package of a module's name
 """
@@ -40,12 +44,13 @@ import functools
 import inspect
 import sys
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 from .mirror_table import CALLABLES, CLASSES
 
-__all__ = ["MIRRORED_ROOTS", "POINTER_PROTOCOLS", "DECIDING", "REVIEWED", "REVIEWED_SETSTATE", "BOUND_BUILTIN_METHODS",
-           "key_of", "table_class", "table_callable", "class_refusal", "setstate_of", "root_of"]
+__all__ = ["MIRRORED_ROOTS", "POINTER_PROTOCOLS", "DECIDING", "REVIEWED", "REVIEWED_SETSTATE", "SETSTATE_GUARDS",
+           "SETSTATE_SEQUENCE", "BOUND_BUILTIN_METHODS", "Setstate",
+           "key_of", "table_class", "table_callable", "screen_refusal", "class_refusal", "setstate_of", "root_of"]
 
 #: Top-level modules whose objects may cross to the judge as mirrors (the table names only classes of these).
 MIRRORED_ROOTS = frozenset({"matplotlib", "mpl_toolkits", "seaborn", "sklearn", "scipy", "statsmodels", "rsa", "bs4",
@@ -68,6 +73,8 @@ DECIDING = frozenset(
 #: Deciding operations of mirrored classes, read and found to answer only from the object's own data (an operand
 #: of another kind gets NotImplemented, False or an exception): ``module.Class.__op__``.
 REVIEWED = frozenset({
+    # membership of its own vocabulary (its key-to-index dict)
+    "gensim.models.keyedvectors.KeyedVectors.__contains__",
     # membership of the object's own dict or set of the objects it holds
     "matplotlib.cbook.Grouper.__contains__", "matplotlib.cbook._OrderedSet.__contains__",
     # False for an operand that is no Colormap; else names and lookup tables compared
@@ -117,6 +124,32 @@ REVIEWED_SETSTATE: dict[str, frozenset[str]] = {
     "matplotlib.spines.Spines.__setstate__": frozenset(),
     # the version popped and compared (a warning); the dict stored
     "sklearn.base.BaseEstimator.__setstate__": frozenset(),
+    # the dict stored; a jinja2 template compiled from the state's source, or loaded by the state's name: both
+    # refused (SETSTATE_GUARDS), since a template is code the judge would run when the test renders the map
+    "branca.element.Element.__setstate__": frozenset(),
+    # the dict stored; a model's design rebuilt by patsy from the state's formula: refused (SETSTATE_GUARDS), since
+    # patsy evaluates a formula's terms as Python
+    "statsmodels.base.data.ModelData.__setstate__": frozenset(),
+    # the dict stored
+    "statsmodels.base.wrapper.ResultsWrapper.__setstate__": frozenset(),
+    # (a sequence: SETSTATE_SEQUENCE) an image: its tiles cleared; info, mode and size stored, its pixels made by
+    # PIL's C core of that mode and size and filled from the bytes given (PIL checks their size), its palette set
+    "PIL.ImageFile.ImageFile.__setstate__": frozenset(), "PIL.Image.Image.__setstate__": frozenset(),
+    # (a sequence) the numbers of a key stored; its blinding factors marked to be computed, a lock made
+    "rsa.key.PublicKey.__setstate__": frozenset(), "rsa.key.PrivateKey.__setstate__": frozenset(),
+}
+#: What a reviewed ``__setstate__`` that acts on a key may be given there: ``"none"`` (only None) or ``"absent"``
+#: (not the key at all); anything else is refused. branca would compile a template from the program's source (a
+#: template is code: ``{{ ''.__class__... }}``); statsmodels would have patsy evaluate the program's formula.
+SETSTATE_GUARDS: dict[str, dict[str, str]] = {
+    "branca.element.Element.__setstate__": {"_template_str": "none", "_template_name": "none"},
+    "statsmodels.base.data.ModelData.__setstate__": {"restore_design_info": "absent"},
+}
+#: Reviewed ``__setstate__`` methods whose state is a sequence of plain data (numbers, strings, bytes and their
+#: containers) of this length, not a dict.
+SETSTATE_SEQUENCE: dict[str, int] = {
+    "PIL.ImageFile.ImageFile.__setstate__": 5, "PIL.Image.Image.__setstate__": 5,
+    "rsa.key.PublicKey.__setstate__": 2, "rsa.key.PrivateKey.__setstate__": 8,
 }
 #: Methods of plain containers a mirror may bind (an artist's ``_remove_method`` is its parent's ``list.remove``; a
 #: file response closes its ``BytesIO``).
@@ -174,10 +207,19 @@ def _deciding(cls: type) -> tuple[str, ...]:
     return tuple(found)
 
 
-def setstate_of(cls: type) -> tuple[types.FunctionType, frozenset[str]] | None:
-    """The library ``__setstate__`` that rebuilds an object of ``cls`` (a function of its class) and the dunder keys
-    it consumes, or None for a plain update of its dict; raises ``LookupError`` (saying which) for one that no one
-    has reviewed."""
+class Setstate(NamedTuple):
+    """A reviewed ``__setstate__``: the function, the dunder keys it consumes, the keys it is guarded on
+    (:data:`SETSTATE_GUARDS`), and the length of its state where that is a sequence (:data:`SETSTATE_SEQUENCE`)."""
+
+    function: types.FunctionType
+    consumed: frozenset[str]
+    guards: dict[str, str]
+    sequence: int | None
+
+
+def setstate_of(cls: type) -> Setstate | None:
+    """The reviewed library ``__setstate__`` that rebuilds an object of ``cls``, or None for a plain update of its
+    dict; raises ``LookupError`` (saying which) for one that no one has reviewed."""
     for klass in cls.__mro__:
         found = klass.__dict__.get("__setstate__")
         if found is None:
@@ -188,19 +230,14 @@ def setstate_of(cls: type) -> tuple[types.FunctionType, frozenset[str]] | None:
         name = f"{module}.{klass.__qualname__}.__setstate__"
         if name not in REVIEWED_SETSTATE or not isinstance(found, types.FunctionType):
             raise LookupError(f"its state goes in by {name}, which no one has reviewed")
-        return found, REVIEWED_SETSTATE[name]
+        return Setstate(found, REVIEWED_SETSTATE[name], SETSTATE_GUARDS.get(name, {}), SETSTATE_SEQUENCE.get(name))
     return None
 
 
-def class_refusal(cls: type) -> str | None:
-    """Why the judge will not rebuild an object of ``cls`` (a clause), or None when it may.
-
-    >>> class_refusal(dict)
-    'builtins:dict is not in the reviewed table of library classes'
-    """
+def screen_refusal(cls: type) -> str | None:
+    """Why ``cls`` fails the screens (an exception or metaclass, an unreviewed comparison or ``__setstate__`` in its
+    library code, as this version of its library has it), or None when it passes them."""
     key = key_of(cls)
-    if key not in CLASSES:
-        return f"{key} is not in the reviewed table of library classes"
     if issubclass(cls, (BaseException, type)):
         return f"{key} is an exception or a metaclass"
     deciding = _deciding(cls)
@@ -211,6 +248,19 @@ def class_refusal(cls: type) -> str | None:
     except LookupError as exc:
         return f"{key}: {exc}"
     return None
+
+
+def class_refusal(cls: type) -> str | None:
+    """Why the judge will not rebuild an object of ``cls`` (a clause), or None when it may: it is in the table and
+    passes the screens.
+
+    >>> class_refusal(dict)
+    'builtins:dict is not in the reviewed table of library classes'
+    """
+    key = key_of(cls)
+    if key not in CLASSES:
+        return f"{key} is not in the reviewed table of library classes"
+    return screen_refusal(cls)
 
 
 def table_class(key: Any) -> type:
