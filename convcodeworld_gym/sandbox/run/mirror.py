@@ -23,7 +23,8 @@ is the tree ``["mirror", root, objects]``:
 
 The references inside the trees (the codec's ``["r", ...]``):
 
-* ``["r", "obj", tag]``: one of the objects listed;
+* ``["r", "obj", tag]``: one of the objects listed, or one an earlier mirror listed (a figure and its axes returned
+  together: the axes' mirror refers to the figure's listing);
 * ``["r", "fn", key]``: a library function or class of the table's callables, as a value (a callback);
 * ``["r", "meth", owner, name]``: a library method bound to a listed object, or ``remove``/``close`` of a plain
   container (an artist's ``_remove_method``);
@@ -81,6 +82,7 @@ class MirrorRefused(Exception):
     """The judge would not rebuild a mirror from the program's process (the text says why)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def mirrored(cls: type) -> bool:
     """Does an object of ``cls`` cross to the judge as a mirror? (Program side: a hint only; the judge decides.)"""
     return key_of(cls) in CLASSES and not issubclass(cls, BaseException)
@@ -117,10 +119,11 @@ class _Lister:
     """The program's side of one mirror: encodes a value, listing each library object it reaches (breadth first)."""
 
     def __init__(self, tagged: dict[int, Any], by_reference: Callable[[Any], list],
-                 admit: Callable[[type], bool], admit_callable: Callable[[str], bool]) -> None:
+                 admit: Callable[[type], bool], admit_callable: Callable[[str], bool],
+                 listed: dict[int, Any] | None) -> None:
         self.tagged, self.by_reference = tagged, by_reference
         self.admit, self.admit_callable = admit, admit_callable
-        self.listed: dict[int, Any] = {}
+        self.listed: dict[int, Any] = {} if listed is None else listed
         self.todo: list[tuple[Any, tuple]] = []
 
     def tree(self, value: Any) -> Any:
@@ -174,16 +177,22 @@ class _Lister:
 
 def snapshot(obj: Any, tagged: dict[int, Any], by_reference: Callable[[Any], list],
              admit: Callable[[type], bool] = mirrored,
-             admit_callable: Callable[[str], bool] = CALLABLES.__contains__) -> list | None:
+             admit_callable: Callable[[str], bool] = CALLABLES.__contains__,
+             listed: dict[int, Any] | None = None) -> list | None:
     """The mirror of ``obj``: its tree with its library objects listed and tagged (``tagged`` keeps each by its tag,
     for the way back), and the program's own objects in it by reference (``by_reference(o)``: ``[handle, claim,
     capabilities]`` of a stand-in); None where it cannot be made (then ``obj`` crosses as a stand-in). ``admit``
     and ``admit_callable`` which callables go by their key (the table's: :func:`mirrored` and its callables; a survey
-    admits more)."""
+    admits more). ``listed`` holds the objects earlier mirrors of the same message listed (by tag): this one refers
+    to them, and lists what it adds there; on a failure it adds nothing."""
+    shared = {} if listed is None else listed
+    lister = _Lister(tagged, by_reference, admit, admit_callable, dict(shared))
     try:
-        return _Lister(tagged, by_reference, admit, admit_callable).mirror(obj)
+        tree = lister.mirror(obj)
     except Exception:  # noqa: BLE001 - any failure: the object crosses as a stand-in
         return None
+    shared.update(lister.listed)
+    return tree
 
 
 # ------------------------------------------------------------------------------------------------ judge side
@@ -253,6 +262,7 @@ class _Build:
         self.mirrors, self.by_reference = mirrors, by_reference
         self.made: dict[int, Any] = {}
         self.classes: dict[int, type] = {}
+        self.made_ids: set[int] = set()
         self.references: dict[int, Any] = {}  # id -> the stand-ins this mirror's references became
 
     def run(self, root: Any, objects: list) -> Any:
@@ -271,14 +281,17 @@ class _Build:
                 self.made[tag] = self.mirrors._object(tag, cls)  # noqa: SLF001
             else:
                 tuples.append(entry)
+        self.made_ids = {id(obj) for obj in self.made.values()}
         for tag, _, _, _, _, members in reversed(tuples):  # made of their members: after them (listed later)
             self.made[tag] = self.mirrors._object(tag, self.classes[tag], self.value(members))  # noqa: SLF001
+            self.made_ids.add(id(self.made[tag]))
         for tag, _, state, items, entries, _ in reversed(objects):
             obj = self.made[tag]
             _give_state(obj, self.value(state), None if items is None else self.value(items),
                         None if entries is None else self.value(entries))
         value = self.value(root)
-        _refuse_hidden_state([value, *self.made.values()], self.references)
+        earlier = {key for key in self.mirrors._tags if key not in self.made_ids}  # noqa: SLF001 - checked when made
+        _refuse_hidden_state([value, *self.made.values()], self.references, earlier)
         return value
 
     def value(self, tree: Any) -> Any:
@@ -289,15 +302,19 @@ class _Build:
 
     def _resolve(self, ref: list) -> Any:  # noqa: PLR0911
         kind = ref[0] if ref else None
-        if kind == "obj" and len(ref) == 2 and type(ref[1]) is int and ref[1] in self.made:
-            return self.made[ref[1]]
+        if kind == "obj" and len(ref) == 2 and type(ref[1]) is int:
+            found = self.made.get(ref[1])
+            if found is None:  # listed by an earlier mirror (of the same message): the judge's object of that tag
+                found = self.mirrors._by_tag.get(ref[1])  # noqa: SLF001
+            if found is not None:
+                return found
         if kind == "fn" and len(ref) == 2:
             try:
                 return table_callable(ref[1])
             except LookupError as exc:
                 raise MirrorRefused(str(exc)) from None
         if kind == "meth" and len(ref) == 3:
-            return _method(self.value(ref[1]), ref[2], {id(obj) for obj in self.made.values()})
+            return _method(self.value(ref[1]), ref[2], self.made_ids)
         if kind == "new" and len(ref) == 3 and ref[1] == "partial":
             return self._partial(ref[2])
         if kind == "new" and len(ref) == 3 and ref[1] == "object" and ref[2] == []:
@@ -415,31 +432,38 @@ _NOT_WALKED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunction
                types.FrameType, types.CellType, str, bytes, int, float, complex, bool)
 
 
-def _refuse_hidden_state(root: Any, references: dict[int, Any]) -> None:
+def _refuse_hidden_state(root: Any, references: dict[int, Any], checked: set[int] = frozenset()) -> None:  # type: ignore[assignment]
     """Refuse a mirror whose objects hold, in their own dicts, what would make the judge's library ask the program
     where it asks the object's class: the program's code in place of a method of their class (``ax.get_title =
     lambda: 'Counts'``: the test would call the program where it calls the library, with its own values). Walks everything the mirror built: containers, objects' dicts and
     slots, numpy object arrays (by ``gc.get_referents``), not into classes, modules or functions. A library function
-    of the table there (pandas' ``format_coord`` partial) stays."""
-    seen: set[int] = set()
+    of the table there (pandas' ``format_coord`` partial) stays. The objects in ``checked`` (mirrors rebuilt and
+    checked before, not given state since) are not entered again."""
+    seen: set[int] = set(checked)
     todo = [root]
     while todo:
         obj = todo.pop()
         if id(obj) in seen or id(obj) in references or isinstance(obj, _NOT_WALKED):
             continue
         seen.add(id(obj))
-        if len(seen) > _MAX_WALK:
+        if len(seen) > _MAX_WALK + len(checked):
             raise MirrorRefused("the object holds too many objects to check")
         own = getattr(obj, "__dict__", None) if not isinstance(obj, dict) else None
         if type(own) is dict:
             for name, value in own.items():
                 if name in POINTER_PROTOCOLS:
                     raise MirrorRefused(f"the program put {name} in a {type(obj).__qualname__} object's own state")
-                if callable(inspect.getattr_static(type(obj), str(name), None)) and _foreign(value, references):
+                if references and _foreign(value, references) and _method_of(type(obj), str(name)):
                     raise MirrorRefused(f"the program put its own code in place of {type(obj).__qualname__}.{name}")
         if getattr(getattr(obj, "dtype", None), "hasobject", False) and hasattr(obj, "ravel"):
             todo.extend(obj.ravel(order="K").tolist()[:_MAX_WALK])  # a numpy object array: its items
         todo.extend(gc.get_referents(obj))
+
+
+@functools.lru_cache(maxsize=65536)
+def _method_of(cls: type, name: str) -> bool:
+    """Does ``cls`` have a callable attribute ``name`` (a method an instance's own dict would shadow)?"""
+    return callable(inspect.getattr_static(cls, name, None))
 
 
 def _foreign(value: Any, references: dict[int, Any]) -> bool:

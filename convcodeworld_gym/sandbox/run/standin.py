@@ -610,6 +610,7 @@ class Peer:
         self._refusals: list[str] = []
         self._mirrors = Mirrors() if strict else None  # the judge's rebuilt library objects (see .mirror)
         self._tagged: dict[int, Any] = {}  # the program's objects the judge mirrored, by tag (for the way back)
+        self._listed: dict[int, Any] | None = None  # those listed in the value being encoded (each listed once)
 
     # ------------------------------------------------------------------ refusals
 
@@ -664,7 +665,8 @@ class Peer:
                     self._describing.discard(handle)
         cls = type(obj)
         claim = _claim_of(cls)
-        if not self.strict and mirrored(cls) and (data := snapshot(obj, self._tagged, self._reference)) is not None:
+        if not self.strict and mirrored(cls) and \
+                (data := snapshot(obj, self._tagged, self._reference, listed=self._listed)) is not None:
             return ["r", "mirror", self.export(obj), claim, capabilities(obj), data]
         return ["r", "mine", self.export(obj), claim, capabilities(obj)]
 
@@ -767,7 +769,16 @@ class Peer:
         return Codec(self._export_tree, resolve, self.limits, known, masks=not self.strict)
 
     def encode(self, value: Any) -> Any:
-        return self.codec().encode(value)
+        """The tree of ``value``; the library objects its mirrors reach are listed once in it (a figure and its axes
+        returned together share one listing: the later mirrors refer to what the first listed)."""
+        outer = self._listed is None
+        if outer:
+            self._listed = {}
+        try:
+            return self.codec().encode(value)
+        finally:
+            if outer:
+                self._listed = None
 
     def decode(self, tree: Any) -> Any:
         return self.codec().decode(tree)
