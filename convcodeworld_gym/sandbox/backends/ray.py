@@ -7,6 +7,12 @@ per ``num_cpus`` CPUs of the cluster, spread over its nodes); each actor holds o
 time limits and result cache) that it reuses for every execution sent to it. A call takes an
 idle actor, so each actor runs one execution at a time and ``run_many`` keeps all of them busy.
 
+No task data in a run (:mod:`..confinement.view`): each run is the node's local sandbox's, which shows a run only the
+system's dirs, its runtime and the package, with task data masked; Ray's own files on the node (its session dir
+under ``/tmp/ray``, spilled objects that hold the tasks sent to the actors, the object store in ``/dev/shm``) are
+out of a run's view, since a run gets a fresh ``/tmp`` and ``/dev/shm`` and every top-level dir but the system's is
+covered. A ``--temp-dir`` inside the runtime's own paths would be visible: keep it elsewhere.
+
 Holds:
     RayExecutor         the backend (``pip install 'convcodeworld-gym[ray]'``)
     make_ray_executor   factory for ``convcodeworld evaluate --ray ADDRESS``
