@@ -124,6 +124,10 @@ _DEFAULT_FACTORIES: dict[str, Callable[[], Any]] = {
 _PATHS = {cls.__name__: cls for cls in (pathlib.Path, pathlib.PosixPath, pathlib.PurePath, pathlib.PurePosixPath,
                                         pathlib.PureWindowsPath)}
 _PLAIN = (bool, int, float, str)
+#: Types whose values are their own tree both ways (encoded without a call of ``_enc``).
+_LEAVES = frozenset({str, bool, type(None)})
+#: Types whose trees are their own value (decoded without a call of ``_dec``): every JSON scalar.
+_TREE_LEAVES = frozenset({str, bool, type(None), int, float})
 
 
 def _b64(data: bytes) -> str:
@@ -177,13 +181,19 @@ class Codec:
             raise CodecError(f"the value is nested more than {self.limits.max_depth} levels deep")
 
     def _seq(self, items: Any, depth: int) -> list:
-        return [self._enc(item, depth + 1) for item in items]
+        if self.known:
+            return [self._enc(item, depth + 1) for item in items]
+        out = [item if type(item) in _LEAVES else self._enc(item, depth + 1) for item in items]
+        self._count += len(out)  # the leaves' share (an item encoded by _enc counts twice: a bound, not a tally)
+        return out
 
     def _pairs(self, mapping: Any, depth: int) -> list:
         out: list = []
+        plain = not self.known
         for key, val in list(dict.items(mapping)):
-            out.append(self._enc(key, depth + 1))
-            out.append(self._enc(val, depth + 1))
+            out.append(key if plain and type(key) is str else self._enc(key, depth + 1))
+            out.append(val if plain and type(val) in _LEAVES else self._enc(val, depth + 1))
+        self._count += len(out)
         return out
 
     def _enc(self, v: Any, depth: int) -> Any:  # noqa: C901 - one dispatch over the data types
@@ -418,7 +428,11 @@ class Codec:
     def _items(self, seq: Any, depth: int) -> list:
         if not isinstance(seq, list):
             raise CodecError("malformed sequence")
-        return [self._dec(item, depth + 1) for item in seq]
+        out = [item if type(item) in _TREE_LEAVES else self._dec(item, depth + 1) for item in seq]
+        self._count += len(out)  # the leaves' share (a bound, not a tally)
+        if self._count > self.limits.max_items:
+            self._tick(depth)
+        return out
 
     def _dict(self, seq: Any, depth: int, into: dict) -> dict:
         items = self._items(seq, depth)

@@ -14,7 +14,8 @@ is the tree ``["mirror", root, objects]``:
 
 * ``root`` is a :mod:`.codec` tree (data: numbers, strings, containers, numpy arrays, pandas frames ...) in which
   library objects and callables appear only as references;
-* ``objects`` lists each library object the value reaches: ``[tag, key, state, items, entries, members]``. The
+* ``objects`` lists each library object the value reaches (an attribute its library makes again when it is
+  missing, matplotlib's ticks, is left out: :data:`.mirror_allowed.LAZY_DESCRIPTORS`): ``[tag, key, state, items, entries, members]``. The
   judge makes it with ``cls.__new__(cls)``, ``cls`` being the class the table names ``key`` (an exact
   ``module:qualname``), or, for a tuple subclass, with ``tuple.__new__(cls, members)``; then gives it its
   ``state`` (a codec tree): by a plain update of its ``__dict__`` and slots, or by the library's own reviewed
@@ -58,7 +59,6 @@ from __future__ import annotations
 
 import copyreg
 import functools
-import gc
 import inspect
 import itertools
 import types
@@ -66,8 +66,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .codec import Codec, CodecError, CodecLimits
-from .mirror_allowed import (BOUND_BUILTIN_METHODS, MIRRORED_ROOTS, POINTER_PROTOCOLS, Setstate, key_of, root_of,
-                             setstate_of, table_callable, table_class)
+from .mirror_allowed import (BOUND_BUILTIN_METHODS, LAZY_DESCRIPTORS, MIRRORED_ROOTS, POINTER_PROTOCOLS, Setstate,
+                             key_of, root_of, setstate_of, table_callable, table_class)
 from .mirror_table import CALLABLES, CLASSES
 
 __all__ = ["mirrored", "snapshot", "Mirrors", "MirrorRefused", "MAX_OBJECTS"]
@@ -107,12 +107,21 @@ def _reduced(obj: Any) -> tuple[Any, Any, Any, Any] | None:
     if len(reduced[1]) != 1 and members is None:
         return None
     state = reduced[2] if len(reduced) > 2 else None
+    if type(state) is dict and _lazy_names(cls):
+        state = {name: value for name, value in state.items() if name not in _lazy_names(cls)}
     try:
         items = None if len(reduced) < 4 or reduced[3] is None else list(reduced[3])
         entries = None if len(reduced) < 5 or reduced[4] is None else [tuple(pair) for pair in reduced[4]]
     except Exception:  # noqa: BLE001
         return None
     return state, items, entries, members
+
+
+@functools.lru_cache(maxsize=4096)
+def _lazy_names(cls: type) -> frozenset[str]:
+    """The attributes of ``cls`` that a descriptor of :data:`.mirror_allowed.LAZY_DESCRIPTORS` makes again."""
+    return frozenset(name for klass in cls.__mro__ for name, found in vars(klass).items()
+                     if key_of(type(found)) in LAZY_DESCRIPTORS)
 
 
 class _Lister:
@@ -290,8 +299,7 @@ class _Build:
             _give_state(obj, self.value(state), None if items is None else self.value(items),
                         None if entries is None else self.value(entries))
         value = self.value(root)
-        earlier = {key for key in self.mirrors._tags if key not in self.made_ids}  # noqa: SLF001 - checked when made
-        _refuse_hidden_state([value, *self.made.values()], self.references, earlier)
+        _refuse_hidden_state(self.made.values(), self.references)
         return value
 
     def value(self, tree: Any) -> Any:
@@ -425,39 +433,23 @@ def _give_state(obj: Any, state: Any, items: Any, entries: Any) -> None:
             dict.__setitem__(obj, pair[0], pair[1])
 
 
-#: The most objects :func:`_refuse_hidden_state` walks in one mirror (a larger one is refused).
-_MAX_WALK = 500_000
-#: What the walk does not enter: the library itself (classes, modules, functions, code), never rebuilt by a mirror.
-_NOT_WALKED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.CodeType,
-               types.FrameType, types.CellType, str, bytes, int, float, complex, bool)
-
-
-def _refuse_hidden_state(root: Any, references: dict[int, Any], checked: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+def _refuse_hidden_state(made: Any, references: dict[int, Any]) -> None:
     """Refuse a mirror whose objects hold, in their own dicts, what would make the judge's library ask the program
     where it asks the object's class: the program's code in place of a method of their class (``ax.get_title =
-    lambda: 'Counts'``: the test would call the program where it calls the library, with its own values). Walks everything the mirror built: containers, objects' dicts and
-    slots, numpy object arrays (by ``gc.get_referents``), not into classes, modules or functions. A library function
-    of the table there (pandas' ``format_coord`` partial) stays. The objects in ``checked`` (mirrors rebuilt and
-    checked before, not given state since) are not entered again."""
-    seen: set[int] = set(checked)
-    todo = [root]
-    while todo:
-        obj = todo.pop()
-        if id(obj) in seen or id(obj) in references or isinstance(obj, _NOT_WALKED):
+    lambda: 'Counts'``: the test would call the program where it calls the library, with its own values), directly
+    or inside a partial; or a memory-address protocol. Only the objects made here have dicts the mirror filled: a
+    state's containers are plain data (codec trees), its library objects are these, and the program's objects in it
+    are stand-ins (``references``). A library callable of the table there (pandas' ``format_coord`` partial) stays."""
+    for obj in made:
+        try:
+            own = object.__getattribute__(obj, "__dict__")
+        except AttributeError:
             continue
-        seen.add(id(obj))
-        if len(seen) > _MAX_WALK + len(checked):
-            raise MirrorRefused("the object holds too many objects to check")
-        own = getattr(obj, "__dict__", None) if not isinstance(obj, dict) else None
-        if type(own) is dict:
-            for name, value in own.items():
-                if name in POINTER_PROTOCOLS:
-                    raise MirrorRefused(f"the program put {name} in a {type(obj).__qualname__} object's own state")
-                if references and _foreign(value, references) and _method_of(type(obj), str(name)):
-                    raise MirrorRefused(f"the program put its own code in place of {type(obj).__qualname__}.{name}")
-        if getattr(getattr(obj, "dtype", None), "hasobject", False) and hasattr(obj, "ravel"):
-            todo.extend(obj.ravel(order="K").tolist()[:_MAX_WALK])  # a numpy object array: its items
-        todo.extend(gc.get_referents(obj))
+        for name, value in own.items():
+            if name in POINTER_PROTOCOLS:
+                raise MirrorRefused(f"the program put {name} in a {type(obj).__qualname__} object's own state")
+            if references and _foreign(value, references) and _method_of(type(obj), str(name)):
+                raise MirrorRefused(f"the program put its own code in place of {type(obj).__qualname__}.{name}")
 
 
 @functools.lru_cache(maxsize=65536)

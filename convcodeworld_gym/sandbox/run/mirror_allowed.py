@@ -29,6 +29,7 @@ Holds:
     SETSTATE_SEQUENCE      reviewed ``__setstate__`` methods whose state is a sequence of plain data
     Setstate               a reviewed ``__setstate__`` and what it may be given
     setstate_of            the reviewed ``__setstate__`` of a class, or None for a plain update
+    LAZY_DESCRIPTORS       descriptors whose attributes a mirror leaves for the judge's library to make again
     BOUND_BUILTIN_METHODS  methods of plain containers a mirror may bind
     key_of                 the exact ``module:qualname`` of a class or function
     table_class            the judge's class for a key of the table, or why not
@@ -49,7 +50,7 @@ from typing import Any, NamedTuple
 from .mirror_table import CALLABLES, CLASSES
 
 __all__ = ["MIRRORED_ROOTS", "POINTER_PROTOCOLS", "DECIDING", "REVIEWED", "REVIEWED_SETSTATE", "SETSTATE_GUARDS",
-           "SETSTATE_SEQUENCE", "BOUND_BUILTIN_METHODS", "Setstate",
+           "SETSTATE_SEQUENCE", "LAZY_DESCRIPTORS", "BOUND_BUILTIN_METHODS", "Setstate",
            "key_of", "table_class", "table_callable", "screen_refusal", "class_refusal", "setstate_of", "root_of"]
 
 #: Top-level modules whose objects may cross to the judge as mirrors (the table names only classes of these).
@@ -151,6 +152,11 @@ SETSTATE_SEQUENCE: dict[str, int] = {
     "PIL.ImageFile.ImageFile.__setstate__": 5, "PIL.Image.Image.__setstate__": 5,
     "rsa.key.PublicKey.__setstate__": 2, "rsa.key.PrivateKey.__setstate__": 8,
 }
+#: Descriptors by which a library makes an attribute again when an instance lacks it (``module:qualname`` of the
+#: descriptor's class): the program's side leaves such an attribute out of a mirror's state, and the judge's library
+#: makes it from the rest, as it does after ``reset_ticks``. matplotlib's ticks (``Axis.majorTicks``) are four in
+#: five of the objects of a figure; made again from the axis' locator, formatter and tick settings.
+LAZY_DESCRIPTORS = frozenset({"matplotlib.axis:_LazyTickList"})
 #: Methods of plain containers a mirror may bind (an artist's ``_remove_method`` is its parent's ``list.remove``; a
 #: file response closes its ``BytesIO``).
 BOUND_BUILTIN_METHODS = frozenset({"remove", "close"})
