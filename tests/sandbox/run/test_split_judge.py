@@ -560,7 +560,8 @@ def test_env_leaves_out_tasks_only_an_in_process_judge_can_judge(sandbox, monkey
         env = ConvCodeWorldEnv("CF-EF_full", dataset=[SQUARE, IN_PLACE], executor=sandbox)
     assert [t.task_id for t in env.tasks] == [SQUARE.task_id]
     warnings = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
-    assert len(warnings) == 1 and "left out 1 task(s)" in warnings[0] and "interpreter state" in warnings[0]
+    assert len(warnings) == 1 and "left out 1 of 2 tasks" in warnings[0] and "split judge" in warnings[0]
+    assert "interpreter state" in str(env.unwrapped.tasks.left_out[IN_PLACE.task_id])
     env.reset(options={"task_id": SQUARE.task_id})
     _, reward, _, _, info = env.step(SQUARE.ground_truth)
     assert reward == 1.0 and info["judge"] == "split" and info["forgeable"] is False
