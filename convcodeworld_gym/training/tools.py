@@ -8,35 +8,55 @@ of the tool is one ConvCodeWorld turn: the program is compiled and tested, and t
 the env's id shows (compilation, execution, the simulated user's words), in the words the LLM policy sees them
 (:func:`~convcodeworld_gym.policies.prompts.feedback_sections`). Tool results are masked out of the loss by TRL.
 
-Use this door for models trained to call tools; use ``training/grpo_trl.py``'s ``rollout_func`` for the paper's
-chat format, where feedback comes back as a user turn (docs/training.md says when to use which).
+Use this door for models trained to call tools; use :func:`convcodeworld_gym.training.grpo.make_rollout_func` (the
+``rollout_func`` door) for the paper's chat format, where feedback comes back as a user turn (docs/training.md says
+when to use which).
 
 A run the infrastructure lost (``info["infra_error"]``: the sandbox's worker died from outside, twice) says
 nothing about the program: the tool says so, the episode ends, and :meth:`~ConvCodeWorldTools.get_reward` returns
 None, which TRL counts as unscorable (left out of its group's baseline, advantage 0), never as a 0.
 
+Each episode's result is public without being a tool: :attr:`~ConvCodeWorldTools.result` (a property: TRL makes
+tools of functions only, as its own environment classes expose ``reward``) holds the rows of the programs judged
+(:class:`~convcodeworld_gym.records.TurnRecord`: pass fraction, per-test outcomes, feedback), their count and the last
+step's ``info``. TRL hands reward functions the rollouts' environment instances (``environments=``), so an extra
+reward or a logger reads ``[env.result.pass_fraction for env in environments]``.
+
+A model that answers with a fenced code block instead of a ``submit_program`` call submitted nothing: its reward is
+0.0, and :class:`NoSubmissionWarning` says so (once per process, under Python's default warning filter). Off by
+default, :func:`submit_code_blocks` gives such a block the effect of the tool call: listed in ``reward_funcs``, it
+submits the final reply of each rollout whose episode is still open and whose reply holds a fenced block, before TRL
+reads the env's reward.
+
 This module imports neither TRL nor torch: TRL imports it.
 
 Holds:
-    ConvCodeWorldTools  the environment class for ``environment_factory``
-    tool_rows           the dataset rows (prompt + task id) of a task set for it
-    TOOL_SYSTEM_PROMPT  the system message those rows carry
+    ConvCodeWorldTools   the environment class for ``environment_factory``
+    EpisodeResult        what one episode gave: the rows of its programs, the last step's info, the reward
+    submit_code_blocks   the reward function that gives a reply's fenced code block the effect of a tool call
+    NoSubmissionWarning  a rollout ended without submitting a program
+    tool_rows            the dataset rows (prompt + task id + task set) of a task set for it
+    TOOL_SYSTEM_PROMPT   the system message those rows carry
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
 from ..policies.prompts import feedback_sections
+from ..records import TurnRecord, turn_record
 from ..registration import LIVE_IDS
 from ..sandbox import Executor
 from ..tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks  # noqa: F401 - load_tasks: doctests use it
 from .shared import shared_executor, task_set
 
-__all__ = ["ConvCodeWorldTools", "tool_rows", "TOOL_SYSTEM_PROMPT"]
+__all__ = ["ConvCodeWorldTools", "EpisodeResult", "submit_code_blocks", "NoSubmissionWarning", "tool_rows",
+           "TOOL_SYSTEM_PROMPT"]
 
 #: The id a factory called with no arguments plays.
 DEFAULT_ID = "ConvCodeWorld-CF-EF_full-v0"
@@ -70,6 +90,48 @@ def _root_name(name: str) -> str:
     return name.split("/", 1)[0]
 
 
+class NoSubmissionWarning(UserWarning):
+    """A rollout ended without a ``submit_program`` call: its reward is 0.0 whatever its reply said."""
+
+
+#: What :class:`NoSubmissionWarning` says: one text, so that Python's default filter shows it once per process.
+NO_SUBMISSION = ("a rollout submitted no program (no submit_program tool call), so its reward is 0.0; a reply's fenced "
+                 "code block is no submission unless submit_code_blocks is among the reward functions: "
+                 "GRPOTrainer(..., reward_funcs=[convcodeworld_gym.training.tools.submit_code_blocks])")
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """What one :class:`ConvCodeWorldTools` episode gave so far (a snapshot: later programs do not change it).
+
+    Attributes:
+        task_id: the episode's task (None before the first reset).
+        reward: :meth:`ConvCodeWorldTools.get_reward`'s value: 1.0 passed, 0.0 not (yet), None lost to the
+            infrastructure.
+        rows: one :class:`~convcodeworld_gym.records.TurnRecord` per program judged (its code, feedback, pass
+            fraction and per-test outcomes), in order.
+        info: the last step's ``info`` (``{}`` before the first program).
+    """
+
+    task_id: str | None
+    reward: float | None
+    rows: tuple[TurnRecord, ...] = ()
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def turns(self) -> int:
+        """How many programs were judged (0: the rollout submitted none)."""
+        return len(self.rows)
+
+    @property
+    def pass_fraction(self) -> float | None:
+        """The fraction of the task's tests the last program passed (0.0 when none was submitted); None when the
+        infrastructure lost its run (no verdict)."""
+        if self.reward is None:
+            return None
+        return self.rows[-1].pass_fraction if self.rows else 0.0
+
+
 class ConvCodeWorldTools:
     """One ConvCodeWorld episode per rollout, for TRL's ``environment_factory``.
 
@@ -89,13 +151,15 @@ class ConvCodeWorldTools:
         **env_kwargs: further keyword arguments of the id (``max_turns``, ``simulator_kwargs``, ...).
 
     Only :meth:`submit_program` is public besides :meth:`reset` and :meth:`get_reward`: TRL makes every other public
-    method a tool.
+    method a tool. The episode's result is the property :attr:`result` (no tool: TRL lists functions only).
 
     >>> env = ConvCodeWorldTools(dataset="humaneval")
     >>> env.reset(task_id="HumanEval/0", prompt=[]) is None
     True
     >>> "All tests pass" in env.submit_program(load_tasks("humaneval")["HumanEval/0"].ground_truth), env.get_reward()
     (True, 1.0)
+    >>> env.result.turns, env.result.pass_fraction, env.result.info["passed"]
+    (1, 1.0, True)
     """
 
     def __init__(self, env_id: str = DEFAULT_ID, *, dataset: DatasetSpec | None = None, executor: Executor | None = None,
@@ -107,6 +171,9 @@ class ConvCodeWorldTools:
         self._active = False  # reset was called and the episode has not ended
         self._reward: float | None = 0.0
         self._left = 0  # submissions still allowed
+        self._task_id: str | None = None
+        self._rows: list[TurnRecord] = []
+        self._info: Mapping[str, Any] = {}
 
     def reset(self, **row: Any) -> None:
         """Start the episode of the row's task (``task_id``; :func:`tool_rows` makes such rows). Returns None: the
@@ -130,6 +197,7 @@ class ConvCodeWorldTools:
         env.reset(options={"task_id": task_id})
         self._active, self._reward = True, 0.0
         self._left = env.unwrapped.max_turns + 1
+        self._task_id, self._rows, self._info = task_id, [], {}
         return None
 
     def submit_program(self, code: str) -> str:
@@ -146,6 +214,9 @@ class ConvCodeWorldTools:
             return "The episode is over: no more programs are judged."
         observation, reward, terminated, truncated, info = self._env.step(str(code))
         self._left -= 1
+        self._info = info
+        self._rows.append(turn_record(feedback=self._env.unwrapped.config.name, reply=str(code), obs=observation,
+                                      reward=float(reward), info=info, policy="trl-tools"))
         lost = info.get("infra_error")
         if lost:
             self._active, self._reward = False, None
@@ -163,8 +234,22 @@ class ConvCodeWorldTools:
 
     def get_reward(self) -> float | None:
         """1.0 when a submitted program passed all tests, else 0.0; None when the infrastructure lost a run (no
-        verdict: TRL leaves the rollout out of its group's baseline instead of counting a 0)."""
+        verdict: TRL leaves the rollout out of its group's baseline instead of counting a 0). An episode that was
+        reset and got no program is 0.0, and :class:`NoSubmissionWarning` says why (it names the switch
+        :func:`submit_code_blocks`)."""
+        if self._task_id is not None and not self._rows:
+            warnings.warn(NO_SUBMISSION, NoSubmissionWarning, stacklevel=2)
         return self._reward
+
+    @property
+    def result(self) -> EpisodeResult:
+        """The episode so far: its task, reward, the rows of the programs judged and the last step's info."""
+        return EpisodeResult(self._task_id, self._reward, tuple(self._rows), dict(self._info))
+
+    @property
+    def accepts_submission(self) -> bool:
+        """Whether a program submitted now would be judged: the episode was reset and has not ended."""
+        return self._env is not None and self._active
 
     def _mismatch(self, task_id: str, row_set: Any, played: str) -> ValueError:
         """The error of a row whose task is not in the task set these tools play: both sets, and the fix."""
@@ -181,3 +266,46 @@ class ConvCodeWorldTools:
                 kwargs["dataset"] = task_set(self._dataset)
             self._env = gym.make(self._env_id, executor=self._executor or shared_executor(), **kwargs)
         return self._env
+
+
+def _final_reply(completion: Any) -> str:
+    """The text of a completion's last assistant message, unless it called a tool ("" then); a text completion as
+    it is."""
+    if isinstance(completion, str):
+        return completion
+    for message in reversed(list(completion)):
+        if message.get("role") == "assistant":
+            if message.get("tool_calls"):
+                return ""
+            content = message.get("content")
+            if isinstance(content, list):  # content blocks
+                return "".join(str(block.get("text", "")) for block in content if isinstance(block, Mapping))
+            return str(content or "")
+    return ""
+
+
+def submit_code_blocks(completions: Sequence[Any], environments: Sequence[Any] | None = None,
+                       **_: Any) -> list[float | None]:
+    """A reward function that gives a reply's fenced code block the effect of a ``submit_program`` call (off unless
+    listed in ``reward_funcs``): for each rollout whose :class:`ConvCodeWorldTools` episode still takes a program and
+    whose final reply (the last assistant message, with no tool call) holds a fenced block, the reply is submitted
+    (one turn: the env extracts the block as it does from any reply), so the env's reward counts it. It scores
+    nothing itself (None for every rollout; TRL logs its column as nan and leaves it out of the sum).
+
+    TRL (1.16) calls synchronous reward functions in the order of ``reward_funcs`` and the env's ``get_reward`` after
+    them, so the submission is judged before the env's reward is read::
+
+        GRPOTrainer(..., environment_factory=ConvCodeWorldTools, reward_funcs=[submit_code_blocks])
+
+    Raises:
+        ValueError: called without ``environments`` (not by a trainer with ``environment_factory``).
+    """
+    if environments is None:
+        raise ValueError("submit_code_blocks reads TRL's environments: use it with "
+                         "GRPOTrainer(environment_factory=ConvCodeWorldTools, reward_funcs=[submit_code_blocks])")
+    for completion, env in zip(completions, environments):
+        if isinstance(env, ConvCodeWorldTools) and env.accepts_submission:
+            reply = _final_reply(completion)
+            if "```" in reply:
+                env.submit_program(reply)
+    return [None] * len(completions)

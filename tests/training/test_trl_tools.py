@@ -14,7 +14,13 @@ import pytest
 
 from convcodeworld_gym.tasks import TaskSet, load_tasks
 from convcodeworld_gym.testing import FakeExecutor
-from convcodeworld_gym.training.tools import TOOL_SYSTEM_PROMPT, ConvCodeWorldTools, tool_rows
+from convcodeworld_gym.training.tools import (
+    TOOL_SYSTEM_PROMPT,
+    ConvCodeWorldTools,
+    NoSubmissionWarning,
+    submit_code_blocks,
+    tool_rows,
+)
 
 
 def _tools_trl_sees(env: object) -> list[str]:
@@ -54,7 +60,8 @@ def test_a_wrong_program_then_the_canonical_one_score_zero_then_one(env_id, huma
     assert env.submit_program(task.ground_truth).startswith("All tests pass") and env.get_reward() == 1.0
     assert env.submit_program(task.ground_truth).startswith("The episode is over")  # nothing after the end
     env.reset(**row)  # TRL reuses instances: a reset starts afresh
-    assert env.get_reward() == 0.0
+    with pytest.warns(NoSubmissionWarning):  # nothing submitted since
+        assert env.get_reward() == 0.0
 
 
 def test_the_submissions_end_at_max_turns(humaneval):
@@ -108,6 +115,69 @@ def test_a_bigcodebench_task_through_the_tool(bigcodebench):
     env.reset(**tool_rows([task])[0])
     assert "Not all tests pass" in env.submit_program(task.code_prompt + "    return {}\n")
     assert env.submit_program(task.ground_truth).startswith("All tests pass") and env.get_reward() == 1.0
+
+
+def test_each_episodes_result_is_public_and_no_tool(humaneval):
+    """The pass fraction, the programs judged and the last info, for reward functions and logs: a property, which TRL
+    does not make a tool (it had only get_reward)."""
+    env = ConvCodeWorldTools("ConvCodeWorld-CF-EF_full-v0", dataset=humaneval)
+    assert _tools_trl_sees(env) == ["submit_program"]
+    task = humaneval["HumanEval/0"]
+    env.reset(**tool_rows([task])[0])
+    assert (env.result.task_id, env.result.turns, env.result.pass_fraction, dict(env.result.info)) == (
+        "HumanEval/0", 0, 0.0, {})
+    env.submit_program(task.code_prompt + "    return False\n")
+    wrong = env.result
+    assert wrong.turns == 1 and 0.0 < wrong.pass_fraction < 1.0 and wrong.info["passed"] is False
+    outcomes = [t["outcome"] for t in wrong.rows[0].tests]
+    assert outcomes.count("passed") == round(wrong.pass_fraction * len(outcomes))
+    env.submit_program(task.ground_truth)
+    right = env.result
+    assert (right.turns, right.pass_fraction, right.reward, right.info["passed"]) == (2, 1.0, 1.0, True)
+    assert wrong.turns == 1  # a result is a snapshot
+    env.reset(**tool_rows([task])[0])
+    assert env.result.turns == 0 and env.result.reward == 0.0
+
+
+def test_a_lost_run_has_no_pass_fraction(humaneval):
+    lost = FakeExecutor(lost=lambda task, program: "the worker was killed by signal SIGKILL")
+    env = ConvCodeWorldTools("ConvCodeWorld-CF-EF_full-v0", dataset=humaneval, executor=lost)
+    env.reset(task_id="HumanEval/0")
+    env.submit_program(humaneval["HumanEval/0"].ground_truth)
+    assert env.result.reward is None and env.result.pass_fraction is None and env.result.info["infra_error"]
+
+
+def test_no_submission_is_said_once_per_process(humaneval):
+    """Python's default filter shows the warning once, however many rollouts (from one call site, as TRL's) had none."""
+    import warnings
+
+    envs = [ConvCodeWorldTools(dataset=humaneval, executor=FakeExecutor()) for _ in range(3)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for env in envs:
+            env.reset(task_id="HumanEval/0")
+            assert env.get_reward() == 0.0
+    assert [w.category for w in caught] == [NoSubmissionWarning]
+    assert "submit_code_blocks" in str(caught[0].message)
+
+
+def test_a_code_block_instead_of_a_tool_call_warns_and_counts_only_when_switched_on(humaneval):
+    task = humaneval["HumanEval/0"]
+    reply = [{"role": "assistant", "content": f"Here it is:\n```python\n{task.ground_truth}\n```"}]
+    env = ConvCodeWorldTools("ConvCodeWorld-CF-EF_full-v0", dataset=humaneval)
+    env.reset(**tool_rows([task])[0])
+    with pytest.warns(NoSubmissionWarning, match="submit_code_blocks"):
+        assert env.get_reward() == 0.0  # the block was no submission
+    assert submit_code_blocks([reply], environments=[env]) == [None]
+    assert env.get_reward() == 1.0 and env.result.turns == 1
+    assert submit_code_blocks([reply], environments=[env]) == [None]  # the episode is over: nothing more is judged
+    assert env.result.turns == 1
+    env.reset(**tool_rows([task])[0])
+    called = [{"role": "assistant", "content": "```python\nx = 1\n```", "tool_calls": [{"type": "function"}]}]
+    submit_code_blocks([called, [{"role": "assistant", "content": "no code"}]], environments=[env, env])
+    assert env.result.turns == 0  # a reply that called a tool, or holds no block, is not submitted
+    with pytest.raises(ValueError, match="environment_factory"):
+        submit_code_blocks([reply])
 
 
 @pytest.mark.train
@@ -180,3 +250,57 @@ def test_the_example_programs_smoke_run(tmp_path, capsys):
     spec.loader.exec_module(program)  # type: ignore[union-attr]
     program.main(["--smoke", "--output-dir", str(tmp_path)])
     assert "2 steps; env reward per step: [" in capsys.readouterr().out
+
+
+@pytest.mark.train
+def test_code_block_replies_reach_the_envs_reward_through_submit_code_blocks(tmp_path, humaneval):
+    """A model that answers with a fenced block, no tool call: with submit_code_blocks among the reward functions the
+    blocks are judged (the canonical one scores 1, a wrong one 0: the env's reward logs 0.5), and a reward function of
+    one's own reads each episode's pass fraction from TRL's ``environments``."""
+    pytest.importorskip("trl", reason="the TRL test needs the 'train' extra: pip install -e '.[train]'")
+    from unittest.mock import patch
+
+    import datasets
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    from convcodeworld_gym.testing.tiny_model import tiny_tool_model
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    task = humaneval["HumanEval/0"]
+    model, tokenizer = tiny_tool_model()
+    fractions: list[float] = []
+
+    def pass_fraction(environments, **_):
+        fractions.extend(env.result.pass_fraction for env in environments)
+        return [env.result.pass_fraction for env in environments]
+
+    def block_reply(input_ids, **kwargs):
+        rows = []
+        for i in range(len(input_ids)):
+            program = task.ground_truth if i % 2 else task.code_prompt + "    return False\n"
+            rows.append(tokenizer.encode(f"```python\n{program}\n```<|im_end|>", add_special_tokens=False))
+        width = max(map(len, rows))
+        padded = [row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows]
+        return torch.cat([input_ids, torch.tensor(padded, device=input_ids.device)], dim=-1)
+
+    def train(reward_funcs):
+        trainer = GRPOTrainer(
+            model=model, processing_class=tokenizer, reward_funcs=reward_funcs,
+            args=GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, max_steps=1,
+                            max_completion_length=1500, learning_rate=1e-3, logging_steps=1, report_to="none",
+                            use_cpu=True, seed=0),
+            train_dataset=datasets.Dataset.from_list(tool_rows([task])),
+            environment_factory=functools.partial(ConvCodeWorldTools, dataset=humaneval),
+        )
+        with patch.object(trainer.model, "generate", side_effect=block_reply):
+            trainer.train()
+        return trainer.state.log_history[0]
+
+    with pytest.warns(NoSubmissionWarning):
+        off = train([pass_fraction])
+    assert off["rewards/ConvCodeWorldTools/mean"] == 0.0 and fractions == [0.0, 0.0]
+    fractions.clear()
+    on = train([submit_code_blocks, pass_fraction])
+    assert on["rewards/ConvCodeWorldTools/mean"] == 0.5
+    assert sorted(fractions)[1] == 1.0 and 0.0 < sorted(fractions)[0] < 1.0
