@@ -4,9 +4,10 @@
 ``/step``, ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``) in simulation mode, with at most
 ``max_sessions`` concurrent sessions (OpenEnv's ``max_concurrent_envs``); ``GET /sessions`` (how many sessions and
 episodes are open: what a caller checks after a client was killed); an error of a reset or step over HTTP as JSON
-``{"detail": "<kind>: <message>"}`` with 400 or 500; all of it behind the guard (dropped clients, request size,
-idle sessions, secrets). :func:`serve` runs it with uvicorn on a socket of its own, on 127.0.0.1 unless told
-otherwise, and closes the backend at the end.
+``{"detail": "<kind>: <message>"}`` with 400 or 500; all of it behind the guard (dropped clients, sessions bound
+to their connections, buffering, request size and time, idle sessions, secrets). :func:`serve` runs it with uvicorn
+on a socket of its own, on 127.0.0.1 unless told otherwise, with a time limit on request headers (:mod:`.protocol`),
+and closes the backend at the end.
 
 Holds:
     build_app   the guarded ASGI app of a backend
@@ -36,6 +37,7 @@ from .backend import Backend  # noqa: E402
 from .environment import ConvCodeWorldService, Refused  # noqa: E402
 from .guard import Guard  # noqa: E402
 from .models import CodeAction, EpisodeState, FeedbackObservation  # noqa: E402
+from .protocol import timed_h11  # noqa: E402
 from .secrets import Secrets  # noqa: E402
 
 __all__ = ["build_app", "serve"]
@@ -83,7 +85,7 @@ def build_app(backend: Backend, secrets: Secrets | None = None) -> Guard:
         return JSONResponse({"detail": str(exc), "kind": exc.kind}, status_code=exc.status)
 
     return Guard(app, max_request_bytes=backend.limits.max_request_bytes, idle_timeout_s=backend.limits.idle_timeout_s,
-                 secrets=secrets)
+                 request_timeout_s=backend.limits.request_timeout_s, secrets=secrets)
 
 
 def _loopback(host: str) -> bool:
@@ -127,6 +129,7 @@ def serve(backend: Backend, *, host: str = "127.0.0.1", port: int = 8000, log_le
         backend.release(backend.make_env())  # choose the task set now, not in the first session
         app = build_app(backend, secrets)
         config = uvicorn.Config(app, log_level=log_level, ws_max_size=_WS_MAX_SIZE_FACTOR * backend.limits.max_request_bytes,
+                                http=timed_h11(backend.limits.request_timeout_s), ws="websockets-sansio",
                                 lifespan="on", timeout_graceful_shutdown=5)
         shown = f"[{host}]" if family == socket.AF_INET6 else host
         announce(f"http://{shown}:{bound}")

@@ -10,7 +10,7 @@ No secret is held here: the simulated user reads its key from the environment wh
 
 Holds:
     Backend        the shared executor, task set, ids and limits; makes and releases the sessions' envs
-    ServerLimits   sessions, request size, episode time and idle time, each with its ``convcodeworld serve`` flag
+    ServerLimits   sessions, request size, episode time, idle time and request time, each with its ``convcodeworld serve`` flag
 """
 
 from __future__ import annotations
@@ -37,13 +37,16 @@ class ServerLimits:
     value and its flag (:class:`~convcodeworld_gym.errors.ServerLimitError`).
 
     Attributes:
-        max_sessions: WebSocket sessions at once (``--max-sessions``); one more is refused (OpenEnv's
-            ``CAPACITY_REACHED``) until one ends.
+        max_sessions: sessions at once (``--max-sessions``): WebSocket connections to ``/ws`` or ``/mcp``, the only
+            way a session is made (:mod:`.binding`); one more is refused (OpenEnv's ``CAPACITY_REACHED``) until one
+            ends.
         max_request_bytes: the largest request: a WebSocket message or an HTTP body (``--max-request-bytes``).
         max_episode_s: seconds from an episode's ``reset`` to its end (``--max-episode-s``); a step still running
             then is cancelled, and the episode is over (a new ``reset`` starts another). ``None``: no limit.
         idle_timeout_s: seconds a session may send nothing while the server waits for it (``--idle-timeout-s``);
             then the server closes it. Time spent in a reset or step never counts. ``None``: no limit.
+        request_timeout_s: seconds a client may take to send a request's headers (a WebSocket's upgrade request
+            too) and an HTTP request's body (``--request-timeout-s``); then the connection is closed.
 
     >>> ServerLimits(max_sessions=0)
     Traceback (most recent call last):
@@ -55,6 +58,7 @@ class ServerLimits:
     max_request_bytes: int = 4 * 2**20
     max_episode_s: float | None = 3600.0
     idle_timeout_s: float | None = 600.0
+    request_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         for name in ("max_sessions", "max_request_bytes"):
@@ -64,6 +68,8 @@ class ServerLimits:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"ServerLimits.{name} must be > 0 or None (no limit), got {value!r}")
+        if not self.request_timeout_s > 0:
+            raise ValueError(f"ServerLimits.request_timeout_s must be > 0, got {self.request_timeout_s!r}")
 
 
 class Backend:
@@ -82,7 +88,8 @@ class Backend:
         limits: the limits of every session.
 
     Envs are made in a thread of the caller's choosing (``make_env`` blocks: the first one chooses the task set,
-    which may ask the runtime what it lacks). ``live_episodes`` counts the envs made and not yet released.
+    which may ask the runtime what it lacks). ``live_episodes`` counts the envs made and not yet released; an env
+    is released once, however often :meth:`release` is called for it.
     """
 
     def __init__(
@@ -112,7 +119,7 @@ class Backend:
         self.limits = limits
         self._tasks: TaskSet | None = None
         self._lock = threading.Lock()
-        self._live = 0
+        self._live: set[int] = set()  # id() of each env made and not yet released
 
     def env_id_of(self, name: str | None) -> str:
         """The served id ``name`` names (an id or a combination; None: the default id).
@@ -145,21 +152,22 @@ class Backend:
                 self._tasks = env.unwrapped.tasks
             else:
                 env = gym.make(full, dataset=self._tasks, **kwargs)
-            self._live += 1
+            self._live.add(id(env))
         return env  # type: ignore[return-value]
 
     def release(self, env: gym.Env) -> None:
-        """Close an env :meth:`make_env` made (its own simulated user; never the shared executor)."""
-        try:
-            env.close()
-        finally:
-            with self._lock:
-                self._live -= 1
+        """Close an env :meth:`make_env` made (its own simulated user; never the shared executor); once: an env
+        released already, or not made here, is left alone."""
+        with self._lock:
+            if id(env) not in self._live:
+                return
+            self._live.discard(id(env))
+        env.close()
 
     @property
     def live_episodes(self) -> int:
         """Envs made and not yet released (one per session that has reset)."""
-        return self._live
+        return len(self._live)
 
     @property
     def tasks(self) -> TaskSet | None:
@@ -180,6 +188,7 @@ class Backend:
                 "max_request_bytes": self.limits.max_request_bytes,
                 "max_episode_s": self.limits.max_episode_s,
                 "idle_timeout_s": self.limits.idle_timeout_s,
+                "request_timeout_s": self.limits.request_timeout_s,
             },
         }
 

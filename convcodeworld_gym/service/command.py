@@ -63,6 +63,9 @@ def add_serve(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                      help=f"seconds from a reset to the episode's end (default {_DEFAULTS.max_episode_s:g}; 0: none)")
     lim.add_argument("--idle-timeout-s", type=float, default=_DEFAULTS.idle_timeout_s,
                      help=f"seconds a session may send nothing (default {_DEFAULTS.idle_timeout_s:g}; 0: none)")
+    lim.add_argument("--request-timeout-s", type=float, default=_DEFAULTS.request_timeout_s,
+                     help=f"seconds a client may take to send a request's headers or an HTTP body (default "
+                     f"{_DEFAULTS.request_timeout_s:g}); then its connection is closed")
     serve.set_defaults(func=cmd_serve)
     return serve
 
@@ -90,7 +93,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .app import serve
 
     limits = ServerLimits(max_sessions=args.max_sessions, max_request_bytes=args.max_request_bytes,
-                          max_episode_s=args.max_episode_s or None, idle_timeout_s=args.idle_timeout_s or None)
+                          max_episode_s=args.max_episode_s or None, idle_timeout_s=args.idle_timeout_s or None,
+                          request_timeout_s=args.request_timeout_s)
     simulator = {"backend": args.simulator, "model": args.simulator_model, "base_url": args.simulator_base_url}
     executor = _executor(args)
     try:

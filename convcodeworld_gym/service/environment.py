@@ -15,7 +15,8 @@ after that is refused until the next ``reset``.
 An error reaches the client as ``"<kind>: <message>"`` (``"UnknownTaskError: ..."``, ``"ResetNeeded: ..."``,
 ``"ServerLimitError: ..."``): over the WebSocket as OpenEnv's ``EXECUTION_ERROR``, over HTTP as a 400 (the
 caller's error) or a 500 (the server's) with that ``detail``. A reset or step whose client went away meanwhile is
-cancelled (:func:`~.guard.unless_client_gone`); the session is then closed by OpenEnv, and its env given back.
+cancelled (:func:`~.guard.unless_client_gone`); the session is then closed by OpenEnv, and its env given back, once.
+A closed session makes no env again.
 
 Holds:
     ConvCodeWorldService  the session
@@ -91,6 +92,7 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
         self._env: ConvCodeWorldEnv | None = None
         self._state = EpisodeState(env_id=backend.default_id, done=True)
         self._deadline: float | None = None
+        self._closed = False
 
     # ------------------------------------------------------------------ reset
 
@@ -114,7 +116,12 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
         full = self.backend.env_id_of(kwargs.get("env_id"))
         if self._env is None or self._state.env_id != full:
             await asyncio.to_thread(self._release)
-            self._env = await asyncio.to_thread(self.backend.make_env, full)
+            self._check_open()
+            env = await asyncio.to_thread(self.backend.make_env, full)
+            if self._closed:  # closed while the env was being made: it is given back at once
+                await asyncio.to_thread(self.backend.release, env)
+                self._check_open()
+            self._env = env
         self._state = EpisodeState(env_id=full, done=True)  # until the reset below has happened
         options = {key: kwargs[key] for key in ("task_id", "task_index") if key in kwargs}
         obs, info = await unless_client_gone(self._env.areset(seed=seed, options=options))
@@ -192,8 +199,14 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
     # ------------------------------------------------------------------ close
 
     def close(self) -> None:
-        """Give the session's env back to the backend (its simulated user closed; the shared executor kept)."""
+        """Give the session's env back to the backend (its simulated user closed; the shared executor kept); the
+        session makes no env after this."""
+        self._closed = True
         self._release()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientGone("the session was closed while its reset was in flight")
 
     def _release(self) -> None:
         env, self._env = self._env, None
