@@ -4,7 +4,7 @@
 ``/step``, ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``) in simulation mode, with at most
 ``max_sessions`` concurrent sessions (OpenEnv's ``max_concurrent_envs``); ``GET /sessions`` (how many sessions and
 episodes are open: what a caller checks after a client was killed); an error of a reset or step over HTTP as JSON
-``{"detail": "<kind>: <message>"}`` with 400 or 500; all of it behind the guard (dropped clients, sessions bound
+``{"detail": "<kind>: <message>", "kind", "code"}`` with 400, 503 or 500; all of it behind the guard (dropped clients, sessions bound
 to their connections, buffering, request size and time, idle sessions, secrets). :func:`serve` runs it with uvicorn
 on a socket of its own, on 127.0.0.1 unless told otherwise, with a time limit on request headers (:mod:`.protocol`),
 and closes the backend at the end.
@@ -82,7 +82,7 @@ def build_app(backend: Backend, secrets: Secrets | None = None) -> Guard:
 
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> JSONResponse:
-        return JSONResponse({"detail": str(exc), "kind": exc.kind}, status_code=exc.status)
+        return JSONResponse({"detail": str(exc), "kind": exc.kind, "code": exc.code}, status_code=exc.status)
 
     return Guard(app, max_request_bytes=backend.limits.max_request_bytes, idle_timeout_s=backend.limits.idle_timeout_s,
                  request_timeout_s=backend.limits.request_timeout_s, secrets=secrets)

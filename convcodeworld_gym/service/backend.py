@@ -15,6 +15,7 @@ Holds:
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ..env import ConvCodeWorldEnv
 from ..registration import LIVE_IDS, env_id
 from ..sandbox import Executor
 from ..tasks import DatasetSpec, TaskSet
+from .public import Redactor, machine_paths
 
 __all__ = ["Backend", "ServerLimits"]
 
@@ -168,6 +170,11 @@ class Backend:
     def live_episodes(self) -> int:
         """Envs made and not yet released (one per session that has reset)."""
         return len(self._live)
+
+    @functools.cached_property
+    def redactor(self) -> Redactor:
+        """Masks this machine's paths in what callers are shown (:class:`~.public.Redactor`)."""
+        return Redactor(machine_paths(self.executor))
 
     @property
     def tasks(self) -> TaskSet | None:

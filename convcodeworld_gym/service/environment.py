@@ -13,23 +13,27 @@ lost its run (``metadata["info"]["infra_error"]``, reward ``None``) or when it r
 after that is refused until the next ``reset``.
 
 An error reaches the client as ``"<kind>: <message>"`` (``"UnknownTaskError: ..."``, ``"ResetNeeded: ..."``,
-``"ServerLimitError: ..."``): over the WebSocket as OpenEnv's ``EXECUTION_ERROR``, over HTTP as a 400 (the
-caller's error) or a 500 (the server's) with that ``detail``. A reset or step whose client went away meanwhile is
-cancelled (:func:`~.guard.unless_client_gone`); the session is then closed by OpenEnv, and its env given back, once.
-A closed session makes no env again.
+``"ServerLimitError: ..."``), written for the caller (:mod:`.public`: its mistake and what it can change; of the
+server's failures, only what happened to the call and a reference into the server's log): over the WebSocket with
+OpenEnv's ``VALIDATION_ERROR`` for the caller's mistakes (``EPISODE_TIMEOUT`` for the episode's time) and
+``EXECUTION_ERROR`` for the server's, over HTTP as a 400 (the caller's) or a 503 / 500 (the server's) with that
+``detail``, ``kind`` and ``code``. Paths of the server's machine in what a caller is shown (a traceback into the
+runtime's standard library) are masked (:class:`~.public.Redactor`). A reset or step whose client went away meanwhile
+is cancelled (:func:`~.guard.unless_client_gone`; its sandbox run is killed); the session is then closed by OpenEnv,
+and its env given back, once. A closed session makes no env again.
 
 Holds:
     ConvCodeWorldService  the session
-    Refused               the error a reset or step ends with: the cause, its kind, its HTTP status
+    Refused               the error a reset or step ends with, as the caller is told it (:mod:`.public`)
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from . import require_openenv
 
@@ -41,39 +45,16 @@ from openenv.core.env_server.types import EnvironmentMetadata  # noqa: E402
 from .. import __version__  # noqa: E402
 from ..aio import run_sync  # noqa: E402
 from ..env import ConvCodeWorldEnv  # noqa: E402
-from ..errors import ResetNeeded, ServerLimitError, UnknownTaskError  # noqa: E402
+from ..errors import ResetNeeded, ServerLimitError  # noqa: E402
 from .backend import Backend  # noqa: E402
-from .guard import ClientGone, unless_client_gone  # noqa: E402
+from .guard import ClientGone, report_error_code, unless_client_gone  # noqa: E402
 from .models import CodeAction, EpisodeState, FeedbackObservation, info_to_json  # noqa: E402
+from .public import Refused, ServerFault, refusal  # noqa: E402
 
 __all__ = ["ConvCodeWorldService", "Refused"]
 
-_log = logging.getLogger(__name__)
 RESET_ARGUMENTS = ("seed", "episode_id", "env_id", "task_id", "task_index")
-#: The errors a request causes (a bad argument, an unknown task, no episode, a limit): HTTP 400. Any other (the
-#: simulated user's endpoint down, a run lost, a bug) is the server's: HTTP 500.
-_CALLERS_ERRORS = (ResetNeeded, ServerLimitError, UnknownTaskError, ValueError, TypeError, ClientGone)
-
-
-class Refused(Exception):
-    """A reset or step that did not happen: ``str()`` is ``"<kind>: <message>"``, ``status`` 400 when the request
-    was at fault (a bad argument, no episode, a limit), else 500."""
-
-    def __init__(self, cause: BaseException) -> None:
-        self.cause, self.kind = cause, type(cause).__name__
-        self.status = 400 if isinstance(cause, _CALLERS_ERRORS) else 500
-        text = str(cause.args[0]) if isinstance(cause, KeyError) and cause.args else str(cause)  # KeyError: no quotes
-        super().__init__(f"{self.kind}: {text}")
-
-
-def _refused(call: str, exc: Exception) -> Refused:
-    """``exc`` as a :class:`Refused`, logged: the caller's errors at INFO, the server's at WARNING with the traceback."""
-    refused = Refused(exc)
-    if refused.status == 400:
-        _log.info("%s refused: %s", call, refused)
-    else:
-        _log.warning("%s failed: %s", call, refused, exc_info=exc)
-    return refused
+T = TypeVar("T")
 
 
 class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeState]):
@@ -101,7 +82,7 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
         try:
             return await self._reset(seed, episode_id, kwargs)
         except Exception as exc:
-            raise _refused("reset", exc) from exc
+            raise self._refused("reset", exc) from exc
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> FeedbackObservation:
         """:meth:`reset_async` from blocking code (OpenEnv awaits ``reset_async`` itself)."""
@@ -138,7 +119,7 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
         try:
             return await self._step(action)
         except Exception as exc:
-            raise _refused("step", exc) from exc
+            raise self._refused("step", exc) from exc
 
     def step(self, action: CodeAction, timeout_s: float | None = None, **kwargs: Any) -> FeedbackObservation:
         """:meth:`step_async` from blocking code (OpenEnv awaits ``step_async`` itself)."""
@@ -158,8 +139,8 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
         try:
             if remaining is not None and remaining <= 0:
                 raise asyncio.TimeoutError
-            obs, reward, terminated, truncated, info = await asyncio.wait_for(unless_client_gone(self._env.astep(action.reply)),
-                                                                              remaining)
+            obs, reward, terminated, truncated, info = await asyncio.wait_for(
+                unless_client_gone(_judged(self._env.astep(action.reply))), remaining)
         except asyncio.TimeoutError:
             self._state.done = True
             raise ServerLimitError(
@@ -208,6 +189,12 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
         if self._closed:
             raise ClientGone("the session was closed while its reset was in flight")
 
+    def _refused(self, call: str, exc: Exception) -> Refused:
+        """``exc`` as the caller is told it; the guard sends it with its code."""
+        refused = refusal(call, exc, self.backend.redactor)
+        report_error_code(refused.code)
+        return refused
+
     def _release(self) -> None:
         env, self._env = self._env, None
         if env is not None:
@@ -217,7 +204,25 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
 
     def _observation(self, obs: dict[str, Any], reward: float | None, terminated: bool, truncated: bool,
                      info: dict[str, Any]) -> FeedbackObservation:
+        """The wire observation of ``obs`` and ``info``, the machine's paths masked in the feedback and the info."""
+        redactor = self.backend.redactor
+        shown = {key: redactor.text(value) if key in _FEEDBACK_FIELDS else value for key, value in obs.items()}
         return FeedbackObservation(
-            **obs, task_id=str(info["task_id"]), env_id=self._state.env_id, done=terminated or truncated, reward=reward,
-            metadata={"terminated": terminated, "truncated": truncated, "info": info_to_json(info)},
+            **shown, task_id=str(info["task_id"]), env_id=self._state.env_id, done=terminated or truncated, reward=reward,
+            metadata={"terminated": terminated, "truncated": truncated, "info": redactor.data(info_to_json(info))},
         )
+
+
+#: The observation's fields the server writes (the task's text and the caller's own code are shown as they are).
+_FEEDBACK_FIELDS = ("compilation_feedback", "execution_feedback", "verbal_feedback")
+
+
+async def _judged(awaitable: Awaitable[T]) -> T:
+    """Await an env's step: what it raises (other than a cancel or ResetNeeded) is the server's failure, never the
+    caller's mistake, whatever its type (:class:`~.public.ServerFault`)."""
+    try:
+        return await awaitable
+    except ResetNeeded:
+        raise
+    except Exception as exc:
+        raise ServerFault(exc) from exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ import httpx  # noqa: E402 - OpenEnv's dependency
 from websockets.asyncio.client import connect  # noqa: E402 - OpenEnv's dependency
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
+from convcodeworld_gym.errors import ServerError  # noqa: E402
 from convcodeworld_gym.service import ConvCodeWorldClient  # noqa: E402
 from convcodeworld_gym.testing.episode_server import EpisodeServer  # noqa: E402
 
@@ -238,3 +240,65 @@ def test_half_open_connections_are_dropped(guarded):
         for sock in socks:
             sock.close()
     assert not open_, f"still open after {took:.0f} s: {[partial[i // 4] for i in open_]}"
+
+
+# ------------------------------------------------------------------------------------ 6. what errors tell a caller
+
+
+def _task_file(path: Path) -> Path:
+    """Two tasks: one the runtime serves, one that needs a module it lacks (the server leaves it out)."""
+    test = ("import unittest\nclass TestCases(unittest.TestCase):\n    def test_1(self):\n"
+            "        self.assertEqual(task_func(2), 4)\n")
+    rows = [
+        {"task_id": "Abuse/0", "instruct_prompt": "Double x.", "code_prompt": "def task_func(x):\n",
+         "canonical_solution": "    return 2 * x\n", "test": test, "entry_point": "task_func", "libs": "[]"},
+        {"task_id": "Abuse/1", "instruct_prompt": "Double x.",
+         "code_prompt": "import ccw_no_such_module\ndef task_func(x):\n", "canonical_solution": "    return 2 * x\n",
+         "test": test, "entry_point": "task_func", "libs": "['ccw_no_such_module']"},
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_errors_name_the_callers_mistake_and_keep_the_operators_internals_in_the_log(tmp_path):
+    """Issue 39, defect 6: errors showed the runtime's path and pip lines, advice a caller cannot follow
+    (``allow_forgeable``, ``task_ids=``), interpreter paths in feedback; caller mistakes came as EXECUTION_ERROR."""
+    tasks = _task_file(tmp_path / "tasks.jsonl")
+    with EpisodeServer(["CF-EF_full", "--dataset", str(tasks)]) as server:
+        async def session():
+            errors = {}
+            async with ConvCodeWorldClient(base_url=server.base_url) as client:
+                for name, call in [
+                    ("left out", lambda: client.reset(task_id="Abuse/1")),
+                    ("unknown task", lambda: client.reset(task_id="Abuse/9")),
+                    ("unknown argument", lambda: client.reset(task="Abuse/0")),
+                    ("step before reset", lambda: client.step("x")),
+                ]:
+                    with pytest.raises(ServerError) as caught:
+                        await call()
+                    errors[name] = caught.value
+                await client.reset(task_id="Abuse/0")
+                crashed = await client.step("import json\ndef task_func(x):\n    return json.loads('not json')\n")
+            return errors, crashed
+
+        errors, crashed = run(session())
+        with httpx.Client(base_url=server.base_url, timeout=60) as http:
+            over_http = http.post("/reset", json={"task_id": "Abuse/1"})
+        logs = server.logs()
+    internals = [sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent.parent), "pip install",
+                 "allow_forgeable", "task_ids=", str(Path(__file__).resolve().parents[2])]
+    texts = {name: str(error) for name, error in errors.items()}
+    texts["crashed"] = crashed.observation.model_dump_json()
+    texts["over_http"] = over_http.text
+    leaked = {name: [i for i in internals if i in text] for name, text in texts.items()}
+    assert not any(leaked.values()), leaked
+    assert {name: (e.kind, e.code) for name, e in errors.items()} == {
+        "left out": ("UnknownTaskError", "VALIDATION_ERROR"),
+        "unknown task": ("UnknownTaskError", "VALIDATION_ERROR"),
+        "unknown argument": ("ValueError", "VALIDATION_ERROR"),
+        "step before reset": ("ResetNeeded", "VALIDATION_ERROR"),
+    }
+    assert "Abuse/1" in texts["left out"] and "another task" in texts["left out"]  # what the caller can change
+    assert over_http.status_code == 400 and over_http.json()["code"] == "VALIDATION_ERROR", over_http.text
+    assert "JSONDecodeError" in crashed.observation.execution_feedback  # the traceback is still there
+    assert "ccw_no_such_module" in logs and "Abuse/1" in logs  # the operator's log has the whole reason

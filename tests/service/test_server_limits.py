@@ -133,7 +133,7 @@ def test_an_episode_past_its_time_is_over_its_step_cancelled(limited, humaneval)
         return caught.value, took, again.value, replayed, passed
 
     refused, took, again, replayed, passed = run(session())
-    assert (refused.kind, refused.code) == ("ServerLimitError", "EXECUTION_ERROR")
+    assert (refused.kind, refused.code) == ("ServerLimitError", "EPISODE_TIMEOUT")
     assert f"limit of {EPISODE_S:g} s" in str(refused) and "--max-episode-s" in str(refused)
     assert took < 4.5, took  # cut at the limit, not when the program ended
     assert again.kind == "ResetNeeded" and "is over" in str(again)

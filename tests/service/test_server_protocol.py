@@ -98,14 +98,14 @@ def test_bad_requests_get_clear_errors_and_the_session_goes_on(server, humaneval
     errors, played, done = run(session())
     assert played.observation.task_id == "HumanEval/0" and done.reward == 1.0
     kinds = {name: (e.kind, e.code) for name, e in errors.items()}
-    assert kinds == {
-        "step before reset": ("ResetNeeded", "EXECUTION_ERROR"),
-        "unknown id": ("ValueError", "EXECUTION_ERROR"),
-        "unknown task": ("UnknownTaskError", "EXECUTION_ERROR"),
-        "unknown argument": ("ValueError", "EXECUTION_ERROR"),
-        "both task_id and task_index": ("ValueError", "EXECUTION_ERROR"),
-        "task_index out of range": ("ValueError", "EXECUTION_ERROR"),
-        "step after the end": ("ResetNeeded", "EXECUTION_ERROR"),
+    assert kinds == {  # the caller's mistakes: OpenEnv's VALIDATION_ERROR (issue 39)
+        "step before reset": ("ResetNeeded", "VALIDATION_ERROR"),
+        "unknown id": ("ValueError", "VALIDATION_ERROR"),
+        "unknown task": ("UnknownTaskError", "VALIDATION_ERROR"),
+        "unknown argument": ("ValueError", "VALIDATION_ERROR"),
+        "both task_id and task_index": ("ValueError", "VALIDATION_ERROR"),
+        "task_index out of range": ("ValueError", "VALIDATION_ERROR"),
+        "step after the end": ("ResetNeeded", "VALIDATION_ERROR"),
     }
     assert "send reset first" in str(errors["step before reset"])
     assert "ConvCodeWorld-CF-EF_full-SEF-v0" in str(errors["unknown id"])  # lists what is played
@@ -132,6 +132,7 @@ def test_a_malformed_action_and_the_stateless_http_routes_say_what_is_wrong(serv
         reset = http.post("/reset", json={"env_id": "nope"})
         ok = http.post("/reset", json={"task_id": "HumanEval/3", "env_id": "CF"})
     assert step.status_code == 400 and step.json()["kind"] == "ResetNeeded", step.text
+    assert step.json()["code"] == "VALIDATION_ERROR", step.text
     assert "/ws WebSocket" in step.json()["detail"]  # HTTP /step is stateless: it says where episodes are played
     assert reset.status_code == 400 and reset.json()["detail"].startswith("ValueError: env_id 'nope' is not played here")
     assert ok.status_code == 200 and ok.json()["observation"]["task_id"] == "HumanEval/3"

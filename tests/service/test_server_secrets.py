@@ -48,12 +48,17 @@ def test_the_simulators_key_never_reaches_a_caller_or_the_log(tmp_path, humaneva
                 bodies = [http.get(path).text for path in ("/metadata", "/state", "/schema", "/sessions")]
                 bodies.append(http.post("/reset", json={"env_id": "CF-EF_full-SEF", "task_id": task.task_id}).text)
         sent = [request["headers"].get("authorization") for request in endpoint.requests]
+        endpoint_url = endpoint.base_url
 
     assert sent and set(sent) == {f"Bearer {KEY}"}  # the key was in use, sent to its endpoint only
-    assert failed.kind == "SimulatorError" and "HTTP 401" in str(failed), str(failed)
-    assert KEY not in str(failed) and "*" * len(KEY) in str(failed)  # the endpoint's echo, masked on the way out
+    assert failed.kind == "SimulatorError" and failed.code == "EXECUTION_ERROR", str(failed)
+    assert "did not answer" in str(failed) and "ref " in str(failed), str(failed)  # what happened, and the log's line
+    assert KEY not in str(failed) and "401" not in str(failed)  # the endpoint's answer stays in the log (issue 39)
+    assert endpoint_url not in str(failed) and "user-model" not in str(failed)  # so do its URL and model
     assert pointed.kind == "ValueError" and "simulator_kwargs" in str(pointed)
     assert KEY not in state.model_dump_json() and not any(KEY in body for body in bodies)
     logs = server.logs()
     assert "step failed: SimulatorError" in logs and "*" * len(KEY) in logs  # logged, masked
+    ref = str(failed).rsplit("ref ", 1)[1].rstrip(")")
+    assert f"(ref {ref})" in logs and "HTTP 401" in logs  # the operator finds the whole cause by the reference
     assert KEY not in logs and "Logging error" not in logs
