@@ -2,26 +2,29 @@
 
 :func:`build_app` gives the ASGI app: OpenEnv 0.10's ``HTTPEnvServer`` routes (``/ws`` sessions, ``/reset``,
 ``/step``, ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``) in simulation mode, with at most
-``max_sessions`` concurrent sessions (OpenEnv's ``max_concurrent_envs``); ``GET /sessions`` (how many sessions and
-episodes are open: what a caller checks after a client was killed); an error of a reset or step over HTTP as JSON
-``{"detail": "<kind>: <message>", "kind", "code"}`` with 400, 503 or 500; all of it behind the guard (dropped clients, sessions bound
-to their connections, buffering, request size and time, idle sessions, secrets). :func:`serve` runs it with uvicorn
-on a socket of its own, on 127.0.0.1 unless told otherwise, with a time limit on request headers (:mod:`.protocol`),
-and closes the backend at the end.
+``max_sessions`` concurrent sessions (OpenEnv's ``max_concurrent_envs``; a session is a WebSocket connection, see
+:mod:`.binding`); ``GET /sessions`` (how many sessions and episodes are open: what a caller checks after a client was
+killed); an error of a reset or step over HTTP as JSON ``{"detail": "<kind>: <message>", "kind", "code"}`` with 400,
+503 or 500; all of it behind the guard (dropped clients, sessions bound to their connections, buffering, request
+size and time, idle sessions, error codes, secrets). :func:`serve` runs it with uvicorn on a socket of its own, on
+127.0.0.1 unless told otherwise, with a time limit on request headers (:mod:`.protocol`), and on SIGTERM or SIGINT
+shuts down gracefully (sessions closed, their runs killed), closes the backend (the executor's workers, their
+cgroups and files) and only then lets the signal end the process.
 
 Holds:
     build_app   the guarded ASGI app of a backend
-    serve       run the server until SIGINT / SIGTERM
+    serve       run the server until SIGINT / SIGTERM, then close the backend; returns the signal
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import require_openenv
@@ -88,6 +91,24 @@ def build_app(backend: Backend, secrets: Secrets | None = None) -> Guard:
                  request_timeout_s=backend.limits.request_timeout_s, secrets=secrets)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that the SIGINT or SIGTERM it shuts down on is not raised again at the end of
+    :meth:`run` (uvicorn does, and the process then dies of it before anything after ``run`` happens: the backend's
+    close never ran, and the executor's cgroups and workers were left behind). ``stopped_by`` holds it instead."""
+
+    stopped_by: int | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                if self._captured_signals:
+                    self.stopped_by = self._captured_signals[0]
+                self._captured_signals.clear()
+
+
 def _loopback(host: str) -> bool:
     """
     >>> _loopback("127.0.0.1"), _loopback("localhost"), _loopback("0.0.0.0"), _loopback("::1")
@@ -102,8 +123,13 @@ def _loopback(host: str) -> bool:
 
 
 def serve(backend: Backend, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
-          announce: Callable[[str], Any] = print) -> None:
-    """Serve ``backend`` until SIGINT or SIGTERM, then close it.
+          announce: Callable[[str], Any] = print) -> int | None:
+    """Serve ``backend`` until SIGINT or SIGTERM, then close it; returns that signal (None: the server stopped
+    otherwise). The caller lets the signal end the process then, as uvicorn would have (:func:`~.command.cmd_serve`).
+
+    On the signal the server stops taking connections, closes every session (a step in flight is cancelled and its
+    sandbox run killed), waits up to 5 s for the connections' tasks, and closes the backend (its executor's workers,
+    their cgroups and files), also when the shutdown failed.
 
     Logs to stderr at ``log_level`` (uvicorn's requests, and each refused reset or step: the caller's errors at INFO,
     the server's at WARNING). Binds ``host:port`` (port 0: a free port), chooses the task set (the first env), masks the simulated user's key in
@@ -134,7 +160,10 @@ def serve(backend: Backend, *, host: str = "127.0.0.1", port: int = 8000, log_le
         shown = f"[{host}]" if family == socket.AF_INET6 else host
         announce(f"http://{shown}:{bound}")
         sys.stdout.flush()
-        uvicorn.Server(config).run(sockets=[sock])
+        server = _Server(config)
+        server.run(sockets=[sock])
+        return server.stopped_by
     finally:
         sock.close()
         backend.close()
+        logging.getLogger(__name__).info("the backend is closed (executor, workers, cgroups)")

@@ -9,6 +9,7 @@ Holds:
 from __future__ import annotations
 
 import argparse
+import signal
 
 from ..registration import LIVE_IDS
 from ..sandbox import Executor, Limits, SandboxExecutor
@@ -86,7 +87,8 @@ def _executor(args: argparse.Namespace) -> Executor:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Build the limits, the executor and the backend of ``args``; serve until SIGINT / SIGTERM."""
+    """Build the limits, the executor and the backend of ``args``; serve until SIGINT / SIGTERM, close the backend,
+    then end the process by that signal (its default action: what ``docker stop`` and systemd expect)."""
     from . import require_openenv
 
     require_openenv()  # before anything starts: say how to install it
@@ -104,5 +106,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except BaseException:
         executor.close()
         raise
-    serve(backend, host=args.host, port=args.port, log_level=args.log_level)
+    stopped_by = serve(backend, host=args.host, port=args.port, log_level=args.log_level)
+    if stopped_by is not None:
+        signal.signal(stopped_by, signal.SIG_DFL)
+        signal.raise_signal(stopped_by)
     return 0

@@ -7,7 +7,8 @@ stdout, and stops it with SIGTERM (then SIGKILL) at the end. Its stderr (the ser
 imports OpenEnv.
 
 Holds:
-    EpisodeServer   the server subprocess: ``base_url``, ``pid``, ``logs()``, ``descendants()``, ``sessions()``
+    EpisodeServer   the server subprocess: ``base_url``, ``pid``, ``logs()``, ``descendants()``, ``sessions()``,
+                    ``stop_with(signal)``
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ class EpisodeServer:
         """``GET /sessions``: ``active_sessions``, ``max_sessions``, ``live_episodes``."""
         with urllib.request.urlopen(f"{self.base_url}/sessions", timeout=10) as response:
             return json.loads(response.read())  # type: ignore[no-any-return]
+
+    def stop_with(self, signum: int, timeout_s: float = 60.0) -> int:
+        """Send ``signum`` to the server (SIGTERM, SIGINT) and wait for it to end; its exit status (``-signum`` when the
+        signal ended it). Raises ``subprocess.TimeoutExpired`` when it is still running after ``timeout_s``."""
+        if self._proc is None:
+            raise RuntimeError("the episode server is not running: use it as a context manager")
+        self._proc.send_signal(signum)
+        return self._proc.wait(timeout=timeout_s)
 
     def descendants(self) -> list[int]:
         """The pids of every process under the server (its sandbox workers, their zygotes and runs)."""

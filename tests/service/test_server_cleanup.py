@@ -1,6 +1,7 @@
 """A client killed mid-episode leaves no session, process or file behind on the episode server, and its run still
-queued never runs. A real server (its own TMPDIR, so that its files can be counted), a real client process killed
-with SIGKILL while its step runs in the real sandbox."""
+queued never runs. SIGTERM or SIGINT mid-episode closes the backend: no process, cgroup or
+file of the server is left. A real server (its own TMPDIR, so that its files can be counted), a real client process
+killed with SIGKILL while its step runs in the real sandbox."""
 
 from __future__ import annotations
 
@@ -105,6 +106,34 @@ def _steady(server: EpisodeServer, files: Path) -> tuple[int, int]:
     return last  # type: ignore[return-value]
 
 
+def _slot_cgroups(pids: list[int]) -> set[str]:
+    """The dirs of the sandbox slot cgroups (``ccw-sandbox-*``) that hold any of ``pids`` now."""
+    root = "/sys/fs/cgroup"
+    mounts = os.listdir(root) if os.path.isdir(root) else []
+    found = set()
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            if "ccw-sandbox" not in path:
+                continue
+            names = set(controllers.split(",")) - {""}
+            bases = [root, f"{root}/unified"] if not names else [f"{root}/{m}" for m in mounts if names & set(m.split(","))]
+            found |= {f"{base}{path}" for base in bases if os.path.isdir(f"{base}{path}")}
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Is ``pid`` a live process (not a zombie)?"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def test_a_client_killed_mid_step_leaves_no_session_process_or_file(tmp_path, humaneval):
     files = tmp_path / "server-tmp"
     files.mkdir()
@@ -151,3 +180,35 @@ def test_a_killed_clients_run_still_queued_never_runs(tmp_path, humaneval):
             time.sleep(0.05)
         assert not seen, "the killed client's queued run ran"
         assert server.sessions() == {"active_sessions": 0, "max_sessions": 256, "live_episodes": 0}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_mid_episode_closes_the_backend_and_leaves_no_process_cgroup_or_file(tmp_path, signum):
+    """Issue 39, defect 4: uvicorn raised the signal again before the backend's close ran, so the executor's cgroups
+    were left and its workers outlived the server. SIGTERM is what ``docker stop`` and systemd send."""
+    files = tmp_path / "server-tmp"
+    files.mkdir()
+    name = "ccw-signal-run"
+    with EpisodeServer(["CF-EF_full", "--dataset", "humaneval", "--workers", "1"],
+                       env={**os.environ, "TMPDIR": str(files)}) as server:
+        client = _client(tmp_path, server, name)
+        _go(client)
+        _until(lambda: bool(_named(server, name)), 30, "the client's program runs in the sandbox")
+        processes = server.descendants()
+        cgroups = _slot_cgroups(processes)
+        started = time.monotonic()
+        status = server.stop_with(signum, timeout_s=60)
+        took = time.monotonic() - started
+        client.kill()
+        client.wait()
+        logs = server.logs()
+    alive = [pid for pid in processes if _alive(pid)]
+    left = sorted(path for path in cgroups if os.path.exists(path))
+    assert not alive, f"processes of the server still alive after it ended: {alive}"
+    assert not left, f"slot cgroups left: {left}"
+    assert os.listdir(files) == [], os.listdir(files)
+    assert status == -signum, (status, logs[-3000:])  # the signal ends it, after the clean-up
+    assert "the backend is closed" in logs, logs[-3000:]
+    assert took < 30, took
+    if os.geteuid() == 0:  # as root the sandbox gives each slot a cgroup: the run was in one
+        assert cgroups, "the run was in no slot cgroup: nothing was checked"
