@@ -432,7 +432,8 @@ def _print_report(run_dir: Path | str, out: str | None, args: argparse.Namespace
                                  exclude_init_solved=args.exclude_init_solved, fill_cf=args.fill_cf)
     print()
     print(report.markdown())
-    print(f"tables: {paths['markdown']}, {paths['pass_csv']}, {paths['mrr_csv']}")
+    print(f"tables: {paths['markdown']}, {paths['pass_csv']}, {paths['mrr_csv']}, {paths['regressions_csv']}, "
+          f"{paths['canary_csv']}")
     print(f"plot: {paths['plot']}")
     return 0
 

@@ -33,6 +33,7 @@ from .feedback.execution import (FEEDBACK_STYLES, FeedbackStyle, compile_error_f
 from .observation import (OBSERVATION_KEYS, RENDER_MODES, check_render_mode, make_observation, observation_space,
                           render_ansi)
 from .protocol import actionable
+from .regressions import TestHistory
 from .sandbox import ExecutionResult, Executor, SandboxExecutor
 from .sandbox.runtimes.needs import Lacking
 from .selection import select_tasks
@@ -257,6 +258,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self._last_obs: dict[str, Any] | None = None
         self._last_judged: tuple[str | None, ExecutionResult] | None = None  # (EF shown, result) of the last step
         self._in_flight = False  # a reset or step awaits its run: the env takes no other call meanwhile
+        self._history = TestHistory()  # the tests this episode's programs passed so far (info["regressed_tests"])
 
     # ------------------------------------------------------------------ API
 
@@ -294,6 +296,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self._turn = 0
         self._done = False
         self._last_judged = None
+        self._history.clear()
         obs = self._observation(code="", cf="", ef="", vf="")
         self._last_obs = obs
         info = {
@@ -325,7 +328,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
               the infrastructure lost the run (``info["infra_error"]``): the episode ends outside the task.
             * ``info``: ``task_id``; ``turn`` (the turn just judged); ``passed``; ``compile_ok``;
               ``pass_fraction``; ``tests`` (one ``{"name", "outcome", "traceback"}`` per test);
-              ``crash`` (text or None); ``limits_hit``; ``confinement`` (what the sandbox achieved,
+              ``crash`` (text or None); ``regressed_tests`` (the names of the tests a program of an earlier turn
+              of this episode passed and this one fails, in test order; ``[]`` on a step the infrastructure lost:
+              :mod:`~convcodeworld_gym.regressions`; the reward ignores it); ``limits_hit``; ``confinement`` (what the sandbox achieved,
               ``{}`` when nothing ran); ``judge`` (``"split"`` / ``"inprocess"`` / None) and ``forgeable``;
               ``missing_modules`` / ``missing_data`` (what the runtime lacks of the task's needs);
               ``profile`` (how the task was calibrated: mode, canonical time, a note when its canonical
@@ -425,6 +430,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "pass_fraction": result.pass_fraction,
             "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
             "crash": result.crash,
+            # tests an earlier program of this episode passed that this one fails (a fact; the reward ignores it)
+            "regressed_tests": self._history.judge(result.tests, lost=lost is not None),
             "limits_hit": list(result.limits_hit),
             # Dict entries stay dicts ({} when not applicable): vector envs batch an info key by its type.
             "confinement": _confinement_info(result.details.get("confinement")),  # what the sandbox achieved

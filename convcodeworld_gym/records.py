@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,11 @@ class TurnRecord:
             (``info["infra_error"]``): the turn is no verdict (``passed`` False, ``reward`` 0.0 mean
             nothing), its episode ends there, and the metrics leave the episode out
             (:mod:`~convcodeworld_gym.runs.log_scores`).
+        regressed_tests: the tests a program of an earlier turn of the episode passed and this one fails
+            (``info["regressed_tests"]``, :mod:`~convcodeworld_gym.regressions`); ``convcodeworld report`` gives the
+            share of episodes with one.
+        canary: the task is a canary twin (``info["canary"]``, :mod:`~convcodeworld_gym.tasks.canary`): its row
+            counts towards the canary pass rate, never towards Pass@1, MRR or Recall.
     """
 
     feedback: str
@@ -81,15 +86,23 @@ class TurnRecord:
     reference: str = ""
     model_calls: int = 1
     infra_error: str = ""
+    regressed_tests: list[str] = field(default_factory=list)
+    canary: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> TurnRecord:
-        """Build from a row (unknown keys are ignored, missing optional ones defaulted)."""
-        names = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in row.items() if k in names})
+        """Build from a row (unknown keys are ignored, missing optional ones defaulted; a None where a field has a
+        default is missing too: ``datasets`` fills a column that older rows of a log lack with None)."""
+        fields = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in row.items() if k in fields and not (v is None and _has_default(fields[k]))})
+
+
+def _has_default(spec: Any) -> bool:
+    """Whether a dataclass field has a default (a value or a factory)."""
+    return spec.default is not MISSING or spec.default_factory is not MISSING
 
 
 def turn_record(
@@ -139,6 +152,8 @@ def turn_record(
         reference=str(info.get("reference_log") or ""),
         model_calls=int(model_calls),
         infra_error=str(info.get("infra_error") or ""),
+        regressed_tests=[str(name) for name in info.get("regressed_tests") or ()],
+        canary=bool(info.get("canary", False)),
     )
 
 

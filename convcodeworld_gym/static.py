@@ -28,6 +28,7 @@ from .feedback.context import VerbalFeedback
 from .observation import RENDER_MODES, TEXT_KEYS, check_render_mode, make_observation, render_ansi
 from .protocol import actionable
 from .records import TurnRecord
+from .regressions import TestHistory
 from .reference import ReferenceLog, ReferenceSpec, load_reference
 from .sandbox import Executor
 from .tasks import DatasetSpec, Task, TaskSet, load_tasks
@@ -88,6 +89,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     code (``truncated``, ``"infra_error"``; ``info["infra_error"]`` says why, and the step is no verdict:
     see :meth:`.ConvCodeWorldEnv.step`). ``info["judged"]`` holds the model's own code and the
     (unshown) feedback on it, which :func:`~convcodeworld_gym.records.turn_record` logs.
+    ``info["regressed_tests"]`` names the tests one of the model's own programs of this episode passed at an
+    earlier turn and this one fails (:mod:`~convcodeworld_gym.regressions`; the reference's turns play no part).
 
     It is a ``gym.Env`` holding a live env as its judge (rather than a ``gym.Wrapper``), so
     that ``env.unwrapped`` is the static env with its ``config``, ``tasks`` and ``task``.
@@ -160,6 +163,9 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         self._done = True
         self._judge_done = False
         self._last_obs: dict[str, Any] | None = None
+        # the tests the evaluated model's own programs of this episode passed so far: its judge starts afresh when
+        # it plays on after a pass (stop_on_pass=False), so the episode's history is kept here
+        self._history = TestHistory()
 
     # ------------------------------------------------------------------ API
 
@@ -187,6 +193,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             self.reference.episode(str(wanted))  # a task the log lacks: say so, naming the log
         _, judge_info = yield method_call(self._judge, "reset", seed=seed, options=options)
         self._judge_done = False
+        self._history.clear()
         self._turn = 1
         self._done = False
         obs = self._frozen_observation(0)
@@ -240,6 +247,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             "turn": turn,
             "feedback": self.config.name,
             "judged": {key: judged_obs[key] for key in TEXT_KEYS},
+            # the model's own programs of this episode (turns 1..): tests one passed that this one fails
+            "regressed_tests": self._history.judge(judge_info["tests"], lost=judge_info["infra_error"] is not None),
             "feedback_shown": self._feedback_shown(self.reference.episode(task_id)[shown]),
             "verbal_feedback_source": None,
             "episode_end": end,

@@ -1,9 +1,13 @@
-"""The report of a run: the reference's two tables and the Pass@1-per-turn plot.
+"""The report of a run: the reference's two tables, the Pass@1-per-turn plot, and what RL users watch beside them.
 
 Table 1 is Pass@1 (%) at each turn 0..max_turns, one column per feedback combination;
 Table 2 is MRR and Recall (%), one column per combination. Both are printed and written as
 Markdown (``report.md``) and CSV (``pass_at_turn.csv``, ``mrr_recall.csv``); the plot is
-``pass_at_turn.png``. Scores come from :mod:`..metrics` (live: the first passing turn)."""
+``pass_at_turn.png``. Scores come from :mod:`..metrics` (live: the first passing turn).
+
+Beside the scores, never part of them (:mod:`.watch`): Table 3, the share (%) of episodes with a turn-by-turn
+regression, per combination and per turn (``regressions.csv``); and the canary pass rate of the canary twins the run
+played (:mod:`~convcodeworld_gym.tasks.canary`; ``canary.csv``), whose rows the scores leave out."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import io
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +24,15 @@ from ..combos import ALL_CONFIGS, FeedbackConfig
 from ..metrics import DEFAULT_MAX_TURNS, Scores
 from ..records import METADATA_FILE, TURNS_FILE, TurnRecord, read_turns
 from .log_scores import carried_turn0_scores, combinations, run_scores
+from .watch import CanaryRate, RegressionShares, canary_rates, regression_shares, split_canaries
 
 __all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "headless_pyplot",
            "CARRIED_COMBINATIONS",
            "REPORT_FILES"]
 
 #: Files :func:`write_report` writes, by role.
-REPORT_FILES = {"markdown": "report.md", "pass_csv": "pass_at_turn.csv", "mrr_csv": "mrr_recall.csv", "plot": "pass_at_turn.png"}
+REPORT_FILES = {"markdown": "report.md", "pass_csv": "pass_at_turn.csv", "mrr_csv": "mrr_recall.csv", "plot": "pass_at_turn.png",
+                "regressions_csv": "regressions.csv", "canary_csv": "canary.csv"}
 
 
 def _label(name: str) -> str:
@@ -81,6 +87,9 @@ class Report:
         policy: the policy's name; ``synthetic``: whether it is the SYNTHETIC coder.
         dataset: the task set's name; ``benchmark``: ``ConvCodeWorld`` or another id prefix.
         filled: the combinations whose scores were filled from turn 0, not played (``fill_cf``).
+        regressions: combination -> its turn-by-turn regressions (:class:`~.watch.RegressionShares`; Table 3).
+        canaries: combination -> its canary twins' pass rate (:class:`~.watch.CanaryRate`), for the combinations
+            that played any; their rows take no part in ``scores``.
     """
 
     scores: Mapping[str, Scores]
@@ -90,6 +99,8 @@ class Report:
     dataset: str = ""
     benchmark: str = "ConvCodeWorld"
     filled: tuple[str, ...] = ()
+    regressions: Mapping[str, RegressionShares] = field(default_factory=dict)
+    canaries: Mapping[str, CanaryRate] = field(default_factory=dict)
 
     @property
     def turns(self) -> range:
@@ -111,6 +122,20 @@ class Report:
             ["Recall"] + [f"{100 * s.recall:.1f}" for s in self.scores.values()],
         ]
         return header, rows
+
+    def regression_table(self) -> tuple[list[str], list[list[str]]]:
+        """Header and rows of Table 3: ``Turn`` then the share (%) of episodes with a regression per combination;
+        the first row (``any``) over whole episodes, then one per turn from 1 (turn 0 has no earlier turn)."""
+        names = [n for n in self.scores if n in self.regressions]
+        header = ["Turn"] + [_label(n) for n in names]
+        rows = [["any"] + [_percent(self.regressions[n].share) for n in names]]
+        rows += [[str(t)] + [_percent(self.regressions[n].share_at(t)) for n in names] for t in range(1, self.max_turns + 1)]
+        return header, rows
+
+    def canary_table(self) -> tuple[list[str], list[list[str]]]:
+        """Header and rows of the canary table: per combination, twin episodes, those passed, the rate (%)."""
+        header = ["Combination", "Twin episodes", "Passed", "Canary pass rate (%)"]
+        return header, [[_label(n), str(c.episodes), str(c.passed), _percent(c.rate)] for n, c in self.canaries.items()]
 
     def _subject(self) -> str:
         who = f"{self.policy} (SYNTHETIC: no claim about any model)" if self.synthetic else self.policy
@@ -137,6 +162,22 @@ class Report:
             f"Table 2. MRR and Recall (%) of {self._subject()}.",
         )
 
+    def watch_markdown(self) -> str:
+        """Table 3 (regressions) and the canary pass rate, as Markdown: what the scores do not say."""
+        parts = []
+        if any(n in self.regressions for n in self.scores):
+            parts.append(f"{_md(*self.regression_table())}\n\nTable 3. Episodes (%) with a turn-by-turn regression "
+                         "(a program broke a test that an earlier program of its episode passed): over whole episodes "
+                         "(any), then at each turn, of the episodes that played it. The reward ignores regressions.")
+        if self.canaries:
+            rising = any((c.rate or 0.0) > 0 for c in self.canaries.values())
+            note = (" Above 0: the policy passed tests that contradict the task's description, i.e. it fitted its "
+                    "programs to the tests; see docs/canary.md." if rising else " 0: no sign of a policy fitted to the tests.")
+            parts.append(f"{_md(*self.canary_table())}\n\nCanary twins: tasks whose one changed test contradicts their "
+                         "description, played beside the tasks and left out of Tables 1-3; their pass rate is never part "
+                         f"of the scores.{note}")
+        return "\n\n".join(parts)
+
     def markdown(self) -> str:
         """Both tables with captions and the legend of abbreviations, as Markdown."""
         c1, c2 = self.captions()
@@ -144,7 +185,9 @@ class Report:
             "CF: compilation feedback; EF: execution feedback (partial: first 3 tests, full: all tests); "
             "SNF / SEF: simulated novice / expert feedback."
         )
-        return f"{_md(*self.pass_table())}\n\n{c1}\n\n{_md(*self.mrr_table())}\n\n{c2}\n\n{legend}\n"
+        watched = self.watch_markdown()
+        watched = f"{watched}\n\n" if watched else ""
+        return f"{_md(*self.pass_table())}\n\n{c1}\n\n{_md(*self.mrr_table())}\n\n{c2}\n\n{watched}{legend}\n"
 
 
 def _percent(share: float | None) -> str:
@@ -193,6 +236,10 @@ def load_report(
             datasets.utils.logging.enable_progress_bar()
     if not rows:
         raise ValueError(f"{run_dir / TURNS_FILE} holds no finished episode yet")
+    rows, twins = split_canaries(rows)  # a canary twin's rows count towards its pass rate only
+    if not rows:
+        raise ValueError(f"{run_dir / TURNS_FILE} holds canary twins' episodes only ({len(twins)} rows): there is "
+                         "nothing to score; play the tasks themselves too (a canary share below 1)")
     ids = config.get("ids") or ["ConvCodeWorld-"]
     scores = scores_by_combination(rows, max_turns, compensate_init=compensate_init,
                                    exclude_init_solved=exclude_init_solved, fill_cf=fill_cf)
@@ -205,6 +252,8 @@ def load_report(
         synthetic=bool(meta.get("synthetic", False)),
         dataset=str(config.get("dataset", {}).get("name", "")),
         benchmark=str(ids[0]).split("-", 1)[0],
+        regressions=regression_shares(rows),
+        canaries=canary_rates(twins),
     )
 
 
@@ -256,8 +305,8 @@ def write_report(
     run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, compensate_init: bool = True,
     exclude_init_solved: bool = False, fill_cf: bool = False,
 ) -> tuple[Report, dict[str, Path]]:
-    """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv`` and ``pass_at_turn.png``
-    into ``out_dir`` (default: the run directory). Returns the report and the paths by role.
+    """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv``, ``pass_at_turn.png``, ``regressions.csv`` and
+    ``canary.csv`` (its header only when the run played no canary twin) into ``out_dir`` (default: the run directory). Returns the report and the paths by role.
     The keyword options are :func:`load_report`'s."""
     report = load_report(run_dir, compensate_init=compensate_init, exclude_init_solved=exclude_init_solved, fill_cf=fill_cf)
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
@@ -266,5 +315,7 @@ def write_report(
     paths["markdown"].write_text(report.markdown(), encoding="utf-8")
     paths["pass_csv"].write_text(_csv(*report.pass_table()), encoding="utf-8")
     paths["mrr_csv"].write_text(_csv(*report.mrr_table()), encoding="utf-8")
+    paths["regressions_csv"].write_text(_csv(*report.regression_table()), encoding="utf-8")
+    paths["canary_csv"].write_text(_csv(*report.canary_table()), encoding="utf-8")
     plot_pass_at_turn(report, paths["plot"])
     return report, paths
