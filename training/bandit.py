@@ -48,6 +48,7 @@ from convcodeworld_gym.training.candidates import apply_strategy, program, repla
 from convcodeworld_gym.training.choice import FeedbackFeatures
 from convcodeworld_gym.runs.evaluate import EvalConfig, run_evaluation
 from convcodeworld_gym.policies import SyntheticCoder, fenced
+from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.sandbox import SandboxExecutor
 
 from common import base_parser, pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
@@ -148,7 +149,7 @@ def smoke_overrides(args: argparse.Namespace) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = smoke_overrides(build_parser().parse_args(argv))
-    require_no_verbal(args.combination)
+    require_no_verbal(args.feedback)
     if args.orders < 1:
         raise SystemExit(f"--orders must be >= 1, got {args.orders}")
     stdlib_only = args.dataset == "bigcodebench" and not args.all_tasks
@@ -157,11 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     coder = SyntheticCoder(args.strength, max_bugs=args.max_bugs)
     started = time.perf_counter()
     with SandboxExecutor() as executor:
-        config = EvalConfig(ids=(f"ConvCodeWorld-{args.combination}-v0",), dataset=args.dataset, stdlib_only=stdlib_only,
+        config = EvalConfig(ids=(env_id(args.feedback),), dataset=args.dataset, stdlib_only=stdlib_only,
                             limit=args.limit, max_turns=args.max_turns, seed=args.seed, concurrency=1,
                             protocol="always")  # one coder call per logged turn: candidates.py replays the coder turn by turn
         run_evaluation(config, coder, reference_dir, executor=executor, progress=None)
-        replay = StaticReplay(args.combination, reference_dir, args.dataset, stdlib_only=stdlib_only, limit=args.limit,
+        replay = StaticReplay(args.feedback, reference_dir, args.dataset, stdlib_only=stdlib_only, limit=args.limit,
                               executor=executor, max_turns=args.max_turns)
         table = reward_table(replay, coder, args.seed, args.hash_dim, args.resample_bugs)
         replay.close()
@@ -214,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"best fixed arm: {ARMS[best_arm]} ({summary['best_fixed_arm_cumulative_reward']:.0f})": rewards[:, best_arm].mean() * x,
         f"per-round best arm ({summary['oracle_cumulative_reward']:.0f})": rewards.max(axis=1).mean() * x,
     }
-    title = f"{args.dataset}{' stdlib' if stdlib_only else ''}: {n} static rounds of {summary['tasks']} tasks, {args.combination}, SYNTHETIC"
+    title = f"{args.dataset}{' stdlib' if stdlib_only else ''}: {n} static rounds of {summary['tasks']} tasks, {args.feedback}, SYNTHETIC"
     _plot(curves, np.mean(regret, axis=0), os.path.join(args.out, "bandit.png"), title)
     print(title)
     print(f"{'policy':<28} {'cumulative reward':>17}")

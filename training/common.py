@@ -7,7 +7,7 @@ Holds:
     pyplot             matplotlib's pyplot on the headless Agg backend (the report's)
     save_figure        lay out, write a PNG and close
     require_no_verbal  refuse a combination with verbal feedback (a simulated user every turn)
-    base_parser        the arguments both programs take: --smoke, --combination, --out
+    base_parser        the arguments both programs take: --smoke, --feedback (--combination: its deprecated spelling), --out
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from convcodeworld_gym.combos import FeedbackConfig
 from convcodeworld_gym.runs.report import headless_pyplot as pyplot
+from convcodeworld_gym.training.flags import add_feedback_argument
 
 __all__ = ["pyplot", "save_figure", "require_no_verbal", "base_parser"]
 
@@ -29,20 +30,21 @@ def save_figure(fig: Any, path: str) -> None:
 
 
 def require_no_verbal(combination: str) -> None:
-    """Exit with a message naming ``--combination`` unless it is a valid combination without verbal feedback."""
+    """Exit with a message naming ``--feedback`` unless it is a valid combination without verbal feedback."""
     try:
         config = FeedbackConfig.parse(combination)
     except ValueError as exc:
-        raise SystemExit(f"--combination {combination!r}: {exc}") from None
+        raise SystemExit(f"--feedback {combination!r}: {exc}") from None
     if config.verbal != "none":
-        raise SystemExit(f"--combination {combination}: use one without verbal feedback (e.g. CF-EF_full); "
+        raise SystemExit(f"--feedback {combination}: use one without verbal feedback (e.g. CF-EF_full); "
                          "a simulated user would be asked every turn")
 
 
 def base_parser(doc: str, smoke_help: str, out_default: str) -> argparse.ArgumentParser:
-    """A parser described by ``doc``'s first paragraph, with ``--smoke``, ``--combination`` and ``--out``."""
+    """A parser described by ``doc``'s first paragraph, with ``--smoke``, ``--feedback`` (a combination without verbal
+    feedback, or its gym id; ``--combination``: its deprecated spelling) and ``--out``."""
     p = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true", help=smoke_help)
-    p.add_argument("--combination", default="CF-EF_full", help="feedback combination without verbal feedback (default CF-EF_full)")
+    add_feedback_argument(p, deprecated=["--combination"], help_note="; one without verbal feedback")
     p.add_argument("--out", default=out_default, help=f"output directory (default {out_default})")
     return p

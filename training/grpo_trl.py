@@ -8,7 +8,14 @@ turn; the model then rewrites, for up to ``--turns`` programs. The reward is the
 are trained. The pieces are :mod:`convcodeworld_gym.training.grpo` (``make_rollout_func``,
 ``grpo_rows``, ``env_reward``: import them from there in a program of your own); this
 program wires them to a model and a task set, with the flags both TRL programs share
-(:mod:`convcodeworld_gym.training.trl_config`: ``--temperature`` is GRPOConfig's, ``--use-vllm``).
+(:mod:`convcodeworld_gym.training.trl_config`: ``--feedback``, ``--temperature`` is GRPOConfig's, ``--use-vllm``).
+
+Lengths: ``--max-new-tokens`` bounds each model call, on both generation paths: it is ``model.generate``'s
+``max_new_tokens`` and GRPOConfig's ``max_completion_length``, which TRL (1.16) gives its vLLM generation as each
+call's ``max_tokens`` (with ``rollout_func`` TRL truncates nothing the rollout returns: the completion of an episode
+holds up to ``--turns`` calls and the feedback between them). ``--max-feedback-chars`` cuts each feedback turn's text
+to that many characters before it is tokenized (``--max-feedback-tokens``: its deprecated name; it always counted
+characters).
 
 It runs with any Hugging Face causal LM (``--model NAME_OR_PATH``). ``--model tiny-random``
 builds a tiny randomly initialised Llama with a byte-level tokenizer from a config, with
@@ -38,10 +45,25 @@ import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.sandbox import SandboxExecutor
 from convcodeworld_gym.tasks import load_tasks
+from convcodeworld_gym.training.flags import add_deprecated_alias
 from convcodeworld_gym.training.grpo import EpisodeRollout, env_reward, grpo_rows, make_rollout_func
 from convcodeworld_gym.training.trl_config import add_trl_arguments, grpo_config
 
-__all__ = ["build_trainer", "build_parser", "smoke_overrides", "main"]
+__all__ = ["build_trainer", "build_parser", "program_settings", "smoke_overrides", "main"]
+
+
+def program_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """This program's own ``GRPOConfig`` fields (:func:`grpo_config` adds the shared flags'): a batch of
+    ``--prompts-per-step`` groups, no KL term, and ``max_completion_length`` = ``--max-new-tokens``, the length of one
+    model call: TRL (1.16) gives it to its vLLM generation as each call's ``max_tokens`` and truncates nothing a
+    ``rollout_func`` returns, so it is no budget of the whole episode (feedback is not counted in it).
+
+    >>> args = build_parser().parse_args(["--max-new-tokens", "256", "--turns", "3", "--max-feedback-chars", "900"])
+    >>> program_settings(args)["max_completion_length"]
+    256
+    """
+    return dict(per_device_train_batch_size=args.num_generations * args.prompts_per_step, beta=0.0,
+                max_completion_length=args.max_new_tokens)
 
 
 def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout], None] | None = None) -> Any:
@@ -64,12 +86,7 @@ def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout
             tokenizer.pad_token = tokenizer.eos_token
         model = AutoModelForCausalLM.from_pretrained(args.model)
     rows = grpo_rows(tasks)
-    config = grpo_config(
-        args,
-        per_device_train_batch_size=args.num_generations * args.prompts_per_step,
-        beta=0.0,
-        max_completion_length=args.max_new_tokens * args.turns + args.max_feedback_tokens * (args.turns - 1),
-    )
+    config = grpo_config(args, **program_settings(args))
     feedback = args.feedback
     executor = SandboxExecutor()  # one for every env of every batch: its pool queues their runs fairly
 
@@ -77,21 +94,24 @@ def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout
         return gym.make(env_id(feedback), dataset=tasks, max_turns=max(args.turns - 1, 0), executor=executor)
 
     rollout = make_rollout_func(make_env, rows, turns=args.turns, max_new_tokens=args.max_new_tokens,
-                                max_feedback_chars=args.max_feedback_tokens, on_rollout=on_rollout)
+                                max_feedback_chars=args.max_feedback_chars, on_rollout=on_rollout)
     return GRPOTrainer(model=model, reward_funcs=env_reward, args=config, train_dataset=datasets.Dataset.from_list(rows),
                        processing_class=tokenizer, rollout_func=rollout)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The shared TRL flags (:func:`add_trl_arguments`) and this program's own."""
+    """The shared TRL flags (:func:`add_trl_arguments`: ``--feedback``, ...) and this program's own.
+    ``--max-feedback-tokens`` is the deprecated name of ``--max-feedback-chars``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_trl_arguments(p)
-    p.add_argument("--feedback", default="CF-EF_full", help="feedback combination, e.g. CF-EF_full-SNF")
     p.add_argument("--turns", type=int, default=3, help="programs per episode (1 = single turn)")
     p.add_argument("--prompts-per-step", type=int, default=1)
-    p.add_argument("--max-new-tokens", type=int, default=512, help="tokens a model call (model.generate; vLLM "
-                   "takes GRPOConfig.max_completion_length)")
-    p.add_argument("--max-feedback-tokens", type=int, default=1024, help="feedback is cut to this many characters")
+    p.add_argument("--max-new-tokens", type=int, default=512,
+                   help="tokens a model call: model.generate's max_new_tokens and GRPOConfig.max_completion_length "
+                        "(TRL's vLLM generation's max_tokens a call)")
+    p.add_argument("--max-feedback-chars", type=int, default=1024,
+                   help="each feedback turn's text is cut to this many characters")
+    add_deprecated_alias(p, "--max-feedback-tokens", "--max-feedback-chars")
     p.set_defaults(output_dir="runs/grpo_trl")
     return p
 
@@ -101,7 +121,7 @@ def smoke_overrides(args: argparse.Namespace) -> argparse.Namespace:
     args.model, args.cpu, args.bf16, args.use_vllm = "tiny-random", True, False, False
     args.limit = args.limit or 4
     args.num_generations, args.prompts_per_step, args.max_steps = 2, 1, 2
-    args.turns, args.max_new_tokens, args.max_feedback_tokens = 2, 16, 256
+    args.turns, args.max_new_tokens, args.max_feedback_chars = 2, 16, 256
     args.learning_rate = 1e-3
     return args
 

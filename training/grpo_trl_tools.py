@@ -7,7 +7,7 @@ feedback the id shows, and the env's reward (1.0 when all tests pass) scores the
 the two.
 
     python training/grpo_trl_tools.py --smoke        # CPU: a tiny random model (no download), HumanEval, 2 steps
-    python training/grpo_trl_tools.py --model Qwen/Qwen3-1.7B --env-id ConvCodeWorld-CF-EF_full-v0 \\
+    python training/grpo_trl_tools.py --model Qwen/Qwen3-1.7B --feedback CF-EF_full \\
         --dataset bigcodebench --stdlib-only --limit 200 --max-steps 200 --bf16 --use-vllm   # one GPU
 
 The smoke run proves the plumbing: the tiny random model rarely writes a well-formed tool call, so its rewards are
@@ -21,17 +21,19 @@ import functools
 import os
 from typing import Any
 
-from convcodeworld_gym.registration import LIVE_IDS
+from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.tasks import load_tasks
+from convcodeworld_gym.training.flags import FEEDBACK_FLAG, add_deprecated_alias
 from convcodeworld_gym.training.tools import ConvCodeWorldTools, tool_rows
 from convcodeworld_gym.training.trl_config import add_trl_arguments, grpo_config
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The shared TRL flags (:func:`add_trl_arguments`; ``--temperature``, ``--use-vllm``, ...) and this program's own."""
+    """The shared TRL flags (:func:`add_trl_arguments`; ``--feedback``, ``--temperature``, ``--use-vllm``, ...) and this
+    program's own. ``--env-id`` is the deprecated spelling of ``--feedback``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_trl_arguments(parser)
-    parser.add_argument("--env-id", default="ConvCodeWorld-CF-EF_full-v0", choices=LIVE_IDS)
+    add_deprecated_alias(parser, "--env-id", FEEDBACK_FLAG)
     parser.add_argument("--max-turns", type=int, default=3, help="feedback turns after the first submission")
     parser.add_argument("--max-completion-length", type=int, default=4096)
     parser.set_defaults(model="Qwen/Qwen3-1.7B", dataset="bigcodebench", max_steps=200, num_generations=8,
@@ -64,7 +66,7 @@ def build_trainer(args: argparse.Namespace) -> Any:
     config = grpo_config(args, per_device_train_batch_size=args.num_generations,
                          max_completion_length=args.max_completion_length,
                          max_tool_calling_iterations=args.max_turns + 1)
-    factory = functools.partial(ConvCodeWorldTools, args.env_id, dataset=tasks, max_turns=args.max_turns)
+    factory = functools.partial(ConvCodeWorldTools, env_id(args.feedback), dataset=tasks, max_turns=args.max_turns)
     return GRPOTrainer(model=model, processing_class=tokenizer, args=config, environment_factory=factory,
                        train_dataset=datasets.Dataset.from_list(tool_rows(tasks)))
 

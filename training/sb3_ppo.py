@@ -41,6 +41,7 @@ import numpy as np
 import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym.training.candidates import SyntheticCandidates
 from convcodeworld_gym.training.choice import CandidateChoiceEnv
+from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.sandbox import Executor, SandboxExecutor
 from convcodeworld_gym.tasks import load_tasks
 
@@ -52,13 +53,13 @@ EVAL_SEED_BASE = 1_000_000  # evaluation episodes use seeds from here; training 
 GAMMA = 0.9
 
 
-def make_env(executor: Executor, *, tasks: int, k: int, max_turns: int, combination: str, hash_dim: int = 8,
+def make_env(executor: Executor, *, tasks: int, k: int, max_turns: int, feedback: str, hash_dim: int = 8,
              candidate_hash_dim: int = 4) -> CandidateChoiceEnv:
     """The choice env: the first ``tasks`` HumanEval tasks, ``k`` synthetic candidates a turn."""
     if tasks < 1 or k < 2 or max_turns < 1:
         raise ValueError(f"need --tasks >= 1, --k >= 2 and --max-turns >= 1, got {tasks}, {k}, {max_turns}")
     subset = load_tasks("humaneval").subset(limit=tasks)
-    live = gym.make(f"ConvCodeWorld-{combination}-v0", dataset=subset, executor=executor, max_turns=max_turns)
+    live = gym.make(env_id(feedback), dataset=subset, executor=executor, max_turns=max_turns)
     return CandidateChoiceEnv(live, SyntheticCandidates(), k=k, hash_dim=hash_dim, candidate_hash_dim=candidate_hash_dim)
 
 
@@ -120,7 +121,7 @@ def run_seed(args: argparse.Namespace, seed: int, executor: Executor) -> dict[st
     from stable_baselines3.common.monitor import Monitor
 
     started = time.perf_counter()
-    env = Monitor(make_env(executor, tasks=args.tasks, k=args.k, max_turns=args.max_turns, combination=args.combination))
+    env = Monitor(make_env(executor, tasks=args.tasks, k=args.k, max_turns=args.max_turns, feedback=args.feedback))
     train_env = PassFractionShaping(env, args.shaping, GAMMA) if args.shaping else env  # Monitor sees the env's reward
     train_env.reset(seed=seed)
     model = PPO("MlpPolicy", train_env, n_steps=args.n_steps, batch_size=min(64, args.n_steps), learning_rate=1e-3,
@@ -191,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = smoke_overrides(build_parser().parse_args(argv))
     if args.timesteps < args.n_steps:
         raise SystemExit(f"--timesteps ({args.timesteps}) must be >= --n-steps ({args.n_steps}): PPO learns once per rollout")
-    require_no_verbal(args.combination)
+    require_no_verbal(args.feedback)
     os.makedirs(args.out, exist_ok=True)
     with SandboxExecutor() as executor:
         results = []

@@ -19,10 +19,12 @@ A real model on a GPU, served by vLLM (any OpenAI-compatible endpoint works the 
 
     vllm serve Qwen/Qwen2.5-Coder-7B-Instruct --port 8000 &
     OPENAI_API_KEY=EMPTY python training/verifiers_rollouts.py --model Qwen/Qwen2.5-Coder-7B-Instruct \\
-        --base-url http://localhost:8000/v1 --gym-id ConvCodeWorld-CF-EF_full-SNF-v0 --dataset bigcodebench \\
+        --base-url http://localhost:8000/v1 --feedback CF-EF_full-SNF --dataset bigcodebench \\
         --limit 200 --max-turns 10 --max-concurrent 32 --out runs/verifiers
 
 which runs (and prints) ``vf-eval convcodeworld --env.taskset.gym-id ... -m MODEL --client.base-url URL ...``.
+``--feedback`` takes a combination or its gym id, as every training program's does (``--gym-id``: its deprecated
+spelling).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from convcodeworld_gym.registration import env_id
+from convcodeworld_gym.training.flags import FEEDBACK_FLAG, add_deprecated_alias, add_feedback_argument
 
 __all__ = ["vf_eval_command", "read_episodes", "scripted_coder", "fenced", "wrong_then_canonical", "wrong_program", "summarise",
            "build_parser", "main"]
@@ -143,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true",
                    help="CPU, no model: a scripted server plays wrong-then-canonical on 5 HumanEval tasks, 1 feedback turn")
-    p.add_argument("--gym-id", default="ConvCodeWorld-CF-EF_full-v0", help="one of the 9 ConvCodeWorld-*-v0 ids")
+    add_feedback_argument(p)
+    add_deprecated_alias(p, "--gym-id", FEEDBACK_FLAG)
     p.add_argument("--dataset", default="bigcodebench", help="bigcodebench, humaneval or a task-file path")
     p.add_argument("--limit", type=int, default=100, help="tasks (the first ones of the set)")
     p.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0")
@@ -173,13 +179,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.dataset, args.limit, args.max_turns = "humaneval", 5, 1
         tasks = load_tasks(args.dataset).subset(limit=args.limit)
         with ScriptedOpenAIServer(scripted_coder(tasks, wrong_then_canonical)) as server:
-            cmd = vf_eval_command(gym_id=args.gym_id, dataset=args.dataset, limit=args.limit, max_turns=args.max_turns,
+            cmd = vf_eval_command(gym_id=env_id(args.feedback), dataset=args.dataset, limit=args.limit, max_turns=args.max_turns,
                                   model="scripted", base_url=server.base_url, out=out, run_name=args.run_name)
             _run(cmd, {**os.environ, API_KEY_VAR: "scripted"}, out / f"{args.run_name}-traces.log")
     else:
         if not args.model or not args.base_url:
             raise SystemExit("pass --model and --base-url (the endpoint serving it), or --smoke")
-        cmd = vf_eval_command(gym_id=args.gym_id, dataset=args.dataset, limit=args.limit, max_turns=args.max_turns,
+        cmd = vf_eval_command(gym_id=env_id(args.feedback), dataset=args.dataset, limit=args.limit, max_turns=args.max_turns,
                               model=args.model, base_url=args.base_url, out=out, run_name=args.run_name,
                               max_concurrent=args.max_concurrent)
         _run(cmd, {API_KEY_VAR: "EMPTY", **os.environ}, out / f"{args.run_name}-traces.log")

@@ -22,7 +22,8 @@ Importing this module imports neither TRL nor torch (the generation functions im
 Holds:
     Prompt              a row's prompt: text, or chat messages
     grpo_rows           the dataset rows (prompt + task_id) of a task set, through an optional prompt template
-    feedback_message    the user turn that shows a turn's feedback
+    feedback_message    the user turn that shows a turn's feedback, cut to a length, its closing instruction kept
+    REVISE              that closing instruction
     EpisodeRollout      one multi-turn episode as token ids, sampling logprobs and env mask
     ConversationCodec   how prompts and feedback become tokens (chat template, or plain text)
     hf_generate_batch   one batched ``model.generate`` call at the trainer's sampling settings
@@ -55,6 +56,7 @@ __all__ = [
     "Prompt",
     "grpo_rows",
     "feedback_message",
+    "REVISE",
     "EpisodeRollout",
     "ConversationCodec",
     "GenerateBatch",
@@ -111,15 +113,28 @@ def _task_of_prompt(rows: Iterable[Any]) -> dict[str, str]:
     return by_prompt
 
 
-def feedback_message(obs: Mapping[str, Any]) -> str:
-    """The user turn that shows this turn's feedback to the model."""
+#: The closing line of every feedback turn: what the model is asked to do next.
+REVISE = "Revise your code. Reply with the complete program in one ```python block."
+
+
+def feedback_message(obs: Mapping[str, Any], max_chars: int | None = None) -> str:
+    """The user turn that shows this turn's feedback to the model: the feedback the observation shows (compilation,
+    execution, the user's words), cut to ``max_chars`` characters (marked ``...``) when longer, then :data:`REVISE`,
+    which a cut never removes.
+
+    >>> obs = {"compilation_feedback": "ok", "execution_feedback": "x" * 50, "verbal_feedback": ""}
+    >>> feedback_message(obs, max_chars=30).splitlines()[-3:] == ["...", "", REVISE]
+    True
+    """
     parts = [f"Compilation feedback:\n{obs['compilation_feedback']}"]
     if obs["execution_feedback"]:
         parts.append(f"Execution feedback:\n{obs['execution_feedback']}")
     if obs["verbal_feedback"]:
         parts.append(f"User feedback:\n{obs['verbal_feedback']}")
-    parts.append("Revise your code. Reply with the complete program in one ```python block.")
-    return "\n\n".join(parts)
+    text = "\n\n".join(parts)
+    if max_chars is not None and len(text) > max_chars:
+        text = text[:max_chars] + "\n..."
+    return f"{text}\n\n{REVISE}"
 
 
 @dataclass
@@ -146,12 +161,12 @@ class ConversationCodec:
 
     With a chat template, each segment is the difference between the rendered conversation
     before and after the new message (so the template's own markers are included). Without
-    one, a plain-text format is used (text prompts only).
+    one, a plain-text format is used (text prompts only). Texts are encoded as given (a feedback turn is cut
+    beforehand: :func:`feedback_message`).
     """
 
-    def __init__(self, tokenizer: Any, max_feedback_chars: int = 4000) -> None:
+    def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
-        self.max_feedback_chars = max_feedback_chars
         self.chat = getattr(tokenizer, "chat_template", None) is not None
 
     def _encode(self, text: str) -> list[int]:
@@ -174,7 +189,6 @@ class ConversationCodec:
 
     def feedback(self, messages: list[dict[str, Any]], reply: str, text: str) -> list[int]:
         """Ids of the feedback segment that follows the model's ``reply``; updates ``messages``."""
-        text = text if len(text) <= self.max_feedback_chars else text[: self.max_feedback_chars] + "\n..."
         if not self.chat:
             return self._encode(f"\n\n### Feedback\n{text}\n\n### Code\n")
         before = self.tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": reply}], tokenize=False)
@@ -305,24 +319,29 @@ class TokenPolicy(Policy):
         codec: how the conversation becomes tokens.
         generation: the batch's generation, shared by its episodes.
         prompts: the episodes' first prompts; an episode's job seed is the index of its prompt here.
+        max_feedback_chars: each feedback turn's feedback is cut to this many characters (:func:`feedback_message`).
     """
 
     name = "grpo-policy"
 
-    def __init__(self, codec: ConversationCodec, generation: BatchedGeneration, prompts: Sequence[Prompt]) -> None:
+    def __init__(self, codec: ConversationCodec, generation: BatchedGeneration, prompts: Sequence[Prompt],
+                 max_feedback_chars: int = 4000) -> None:
         self.codec, self.generation, self.prompts = codec, generation, list(prompts)
+        self.max_feedback_chars = max_feedback_chars
 
     def start(self, task: Task, *, feedback: str, seed: int) -> PolicyEpisode:
         if not 0 <= seed < len(self.prompts):
             raise IndexError(f"a TokenPolicy episode's seed is the index of its prompt (0..{len(self.prompts) - 1}), "
                              f"got {seed}")
         self.generation.join()
-        return _TokenEpisode(self.codec, self.generation, self.prompts[seed])
+        return _TokenEpisode(self.codec, self.generation, self.prompts[seed], self.max_feedback_chars)
 
 
 class _TokenEpisode(PolicyEpisode):
-    def __init__(self, codec: ConversationCodec, generation: BatchedGeneration, prompt: Prompt) -> None:
+    def __init__(self, codec: ConversationCodec, generation: BatchedGeneration, prompt: Prompt,
+                 max_feedback_chars: int) -> None:
         self.codec, self.generation, self.prompt = codec, generation, prompt
+        self.max_feedback_chars = max_feedback_chars
         self.messages: list[dict[str, Any]] = []
         self.ids: list[int] | None = None  # the sequence so far: prompt, model tokens, feedback tokens
         self.reply = ""
@@ -334,7 +353,8 @@ class _TokenEpisode(PolicyEpisode):
         if self.ids is None:
             self.messages, self.ids = self.codec.prompt(self.prompt)
         else:
-            self.ids = self.ids + self.codec.feedback(self.messages, self.reply, feedback_message(observation))
+            text = feedback_message(observation, self.max_feedback_chars)
+            self.ids = self.ids + self.codec.feedback(self.messages, self.reply, text)
         prompt = tuple(self.ids)
         ids, logprobs = await self.generation.generate(self.ids)
         self.ids = self.ids + list(ids)
@@ -383,7 +403,9 @@ def make_rollout_func(
     batched generation serves every live episode (:class:`BatchedGeneration`), sampled at the trainer's settings
     (GRPOConfig's ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``): by ``model.generate``
     with at most ``max_new_tokens`` a call, or by TRL's vLLM generation when the trainer uses vLLM (its
-    ``max_completion_length`` a call). ``turns`` programs an episode: the envs must have ``max_turns == turns - 1``.
+    ``max_completion_length`` a call: give it ``max_new_tokens``). ``turns`` programs an episode: the envs must have
+    ``max_turns == turns - 1``. Each feedback turn's feedback is cut to ``max_feedback_chars`` characters (its closing
+    instruction kept: :func:`feedback_message`).
     Returns ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (0 on feedback tokens) and
     ``env_reward`` (forwarded to the reward functions: :func:`env_reward`), in the order of the prompts.
 
@@ -410,7 +432,7 @@ def make_rollout_func(
         generate = (vllm_generate_batch(trainer) if getattr(trainer, "use_vllm", False)
                     else hf_generate_batch(model, tokenizer, max_new_tokens, **_trainer_sampling(trainer)))
         generation = BatchedGeneration(generate, len(jobs))
-        policy = TokenPolicy(ConversationCodec(tokenizer, max_feedback_chars), generation, prompts)
+        policy = TokenPolicy(ConversationCodec(tokenizer), generation, prompts, max_feedback_chars)
 
         def make_env() -> gym.Env:
             env = env_factory()

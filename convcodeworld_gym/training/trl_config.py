@@ -2,7 +2,8 @@
 
 ``training/grpo_trl.py`` (the ``rollout_func`` door, :mod:`.grpo`) and ``training/grpo_trl_tools.py`` (the
 ``environment_factory`` door, :mod:`.tools`) take the same flags for what TRL itself does: the model, the task set,
-the optimizer steps, sampling and vLLM. Each flag has one place it goes: :func:`grpo_config` puts it in the
+the feedback combination (``--feedback``, one spelling across training programs: :mod:`.flags`), the optimizer
+steps, sampling and vLLM. Each flag has one place it goes: :func:`grpo_config` puts it in the
 ``GRPOConfig``, and TRL reads it from there everywhere it matters. ``--temperature`` is GRPOConfig's
 ``temperature``: TRL samples with it (``model.generate``, vLLM) and divides the logits by it when it computes the
 loss's logprobs, and the ``rollout_func`` door samples with the trainer's value too; ``--use-vllm`` and
@@ -21,6 +22,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .flags import add_feedback_argument
+
 __all__ = ["add_trl_arguments", "grpo_settings", "grpo_config"]
 
 
@@ -32,6 +35,7 @@ def add_trl_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                         help="a Hugging Face causal LM name or path (the tool door's needs a tool-calling chat template "
                              "TRL knows: Qwen3, Llama 3.1/3.2, ...), or 'tiny-random': a tiny random model, no download")
     parser.add_argument("--dataset", default="humaneval", help="task set: bigcodebench, humaneval, or a path")
+    add_feedback_argument(parser)
     parser.add_argument("--stdlib-only", action="store_true", help="only the tasks that need the standard library alone")
     parser.add_argument("--limit", type=int, default=None, help="the first N tasks")
     parser.add_argument("--max-steps", type=int, default=100, help="optimizer steps")

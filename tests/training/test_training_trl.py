@@ -133,6 +133,9 @@ def test_the_temperature_flag_is_grpo_configs_and_the_rollouts(tmp_path):
     args = grpo.smoke_overrides(grpo.build_parser().parse_args(["--output-dir", str(tmp_path), "--temperature", "0.5"]))
     trainer = grpo.build_trainer(args)
     assert trainer.args.temperature == 0.5 and trainer.temperature == 0.5
+    # A model call's length (what TRL's vLLM generation takes from max_completion_length) is --max-new-tokens; the
+    # feedback's character budget was added to it as if it were tokens.
+    assert trainer.args.max_completion_length == args.max_new_tokens == 16
     seen = _recording_generate(trainer.model)
     prompts = [trainer.train_dataset[0]["prompt"]] * 2
     out = trainer.rollout_func(prompts, trainer)
