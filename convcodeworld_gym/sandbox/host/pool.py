@@ -7,6 +7,7 @@ Holds:
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import functools
 import logging
@@ -152,6 +153,15 @@ class _Worker:
             raise WorkerDied(f"the sandbox worker could not take the job ({exc})") from None
         return self._read(timeout)
 
+    def kill_run(self) -> bool:
+        """End the slot's run now, as a limit does: every process in the slot's cgroup killed at once (the worker and
+        its zygote stay outside it; the worker reports the run as ended). False where the slot has no cgroup (the run
+        then ends at its limits). Safe from any thread."""
+        if self._cgroup is None:
+            return False
+        self._cgroup.kill()
+        return True
+
     def stop(self) -> None:
         if self.proc is None:
             return
@@ -172,6 +182,38 @@ class _Worker:
         if self._uid is not None:
             os.close(self._uid[1])
             self._uid = None
+
+
+class _RunTicket:
+    """One awaited run (:meth:`SandboxExecutor.arun`): the slot it runs on while it runs, and whether its caller gave up.
+    A cancel kills the run on its slot at once (:meth:`_Worker.kill_run`); a run whose caller gave up before it
+    started never starts, is never retried and is never cached. The kill and the run's end take one lock, so a kill
+    never reaches the slot's next run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self._worker: _Worker | None = None
+
+    def attach(self, worker: _Worker) -> bool:
+        """The run is about to start on ``worker``; False (do not start it) when its caller has given up."""
+        with self._lock:
+            if self.cancelled:
+                return False
+            self._worker = worker
+            return True
+
+    def detach(self) -> None:
+        """The run has ended (its reply is read): a cancel from now on kills nothing."""
+        with self._lock:
+            self._worker = None
+
+    def cancel(self) -> None:
+        """The caller gave up: kill the run if it is running, and keep it from starting, from a retry and the cache."""
+        with self._lock:
+            self.cancelled = True
+            if self._worker is not None and self._worker.kill_run():
+                _log.info("a run whose caller gave up was killed on sandbox slot %d", self._worker.slot)
 
 
 _ALL = "all"  # the one group of an executor given preload=
@@ -425,6 +467,21 @@ class SandboxExecutor(Executor):
                 pass  # the run says why
 
     def run(self, task: Task, program: str) -> ExecutionResult:
+        return self._run(task, program, None)
+
+    async def arun(self, task: Task, program: str) -> ExecutionResult:
+        """:meth:`run`, awaited in the executor's FIFO pool (:meth:`.Executor.arun`); cancelled, the run is killed at
+        once on its slot where the slot has a cgroup (as a limit ends it; elsewhere it ends at its limits), a run
+        still queued never starts, and neither is retried or cached. A calibration the run waits on is shared with
+        other callers: it is never killed."""
+        ticket = _RunTicket()
+        try:
+            return await self._threads().call(self._run, task, program, ticket)
+        except asyncio.CancelledError:
+            ticket.cancel()
+            raise
+
+    def _run(self, task: Task, program: str, ticket: _RunTicket | None) -> ExecutionResult:
         if (refused := self.refuse_oversized(task, program)) is not None:
             return refused
         try:
@@ -433,7 +490,7 @@ class SandboxExecutor(Executor):
             return ExecutionResult.lost(task.test_names, str(exc), details={"backend": self._launcher.backend})
         mode = run_mode(self.judge, task.test, profile.mode if profile is not None else None, self.allow_forgeable)
         limits = self._limits_for(profile) if profile is not None else self.limits
-        return self._run_mode(task, program, mode, limits, profile)
+        return self._run_mode(task, program, mode, limits, profile, ticket)
 
     def close(self) -> None:
         self._closed = True
@@ -496,13 +553,14 @@ class SandboxExecutor(Executor):
         if key is not None and result.executed and result.infra_error is None:  # a lost run is no verdict
             self.cache.put(key, result)  # type: ignore[union-attr]
 
-    def _run_mode(self, task: Task, program: str, mode: Mode, limits: Limits, profile: TaskProfile | None) -> ExecutionResult:
+    def _run_mode(self, task: Task, program: str, mode: Mode, limits: Limits, profile: TaskProfile | None,
+                  ticket: _RunTicket | None = None) -> ExecutionResult:
         key = self._cache_key(task, program, mode, limits)
         if key is not None:
             hit = self.cache.get(key)  # type: ignore[union-attr]
             if hit is not None:
                 return replace(hit, details={**hit.details, "cache": "hit"})
-        result = self._execute(task, program, mode, limits)
+        result = self._execute(task, program, mode, limits, ticket=ticket)
         details = dict(result.details)
         if profile is not None:
             details["profile"] = profile.to_json()
@@ -511,7 +569,8 @@ class SandboxExecutor(Executor):
             details["flagged"] = list(flagged)
             result = replace(result, crash=refusal(flagged))
         result = replace(result, details=details)
-        self._remember(task, program, mode, limits, result)
+        if ticket is None or not ticket.cancelled:  # a killed run's result is no verdict
+            self._remember(task, program, mode, limits, result)
         return result
 
     def _group(self, name: str) -> _Group:
@@ -593,14 +652,15 @@ class SandboxExecutor(Executor):
                 "or lower require="
             )
 
-    def _execute(self, task: Task, program: str, mode: Mode, limits: Limits, fresh: bool = False) -> ExecutionResult:
+    def _execute(self, task: Task, program: str, mode: Mode, limits: Limits, fresh: bool = False,
+                 ticket: _RunTicket | None = None) -> ExecutionResult:
         """One run on the next idle worker (``fresh``: on a newly started one, nothing of earlier runs in it),
         retried once on a freshly started worker when the infrastructure lost it (see the class docstring).
 
         The retry runs under the same ``limits``, on its own clock; its result is the run's, with
         ``details["retried"]`` naming the first loss. Lost again: :meth:`..result.ExecutionResult.lost`."""
-        first = self._attempt(task, program, mode, limits, fresh)
-        if first.infra_error is None:
+        first = self._attempt(task, program, mode, limits, fresh, ticket)
+        if first.infra_error is None or (ticket is not None and ticket.cancelled):  # nobody waits for a retry
             return first
         _log.warning("a run of %s was lost to the infrastructure (%s); retrying it on a fresh worker",
                      task.task_id, first.infra_error)
@@ -612,7 +672,8 @@ class SandboxExecutor(Executor):
         _log.warning("the retry of %s was lost too (%s): the run has no verdict", task.task_id, second.infra_error)
         return ExecutionResult.lost(task.test_names, second.infra_error, wall_time_s=wall_time_s, details=details)
 
-    def _attempt(self, task: Task, program: str, mode: Mode, limits: Limits, fresh: bool) -> ExecutionResult:
+    def _attempt(self, task: Task, program: str, mode: Mode, limits: Limits, fresh: bool,
+                 ticket: _RunTicket | None = None) -> ExecutionResult:
         """One run on the next idle worker, as :meth:`_execute` says; a run the infrastructure lost comes back with
         ``infra_error`` set (and no tests: it is retried or turned into :meth:`..result.ExecutionResult.lost`), its worker
         stopped so that the slot's next run starts a new one."""
@@ -637,12 +698,17 @@ class SandboxExecutor(Executor):
                                        "confinement": {**worker.confinement, "network": network},
                                        "uid": worker.confinement.get("uid"), "judge": mode.value,
                                        "forgeable": mode is Mode.INPROCESS, "worker": worker.slot, "worker_group": group.name}
+            if ticket is not None and not ticket.attach(worker):  # its caller gave up before it started
+                return ExecutionResult.not_executed(task.test_names, "Not run: its caller gave up before it started.")
             watched = self._watch_run(worker)
             try:
                 reply = worker.request(job, timeout=limits.suite_timeout_s + _WORKER_GRACE_S)
             except WorkerDied as exc:  # died from outside, or hung: the program cannot reach its worker
                 details["worker_died"] = str(exc)
                 lost = str(exc)
+            finally:
+                if ticket is not None:
+                    ticket.detach()
             if isinstance(reply, WorkerFailed):  # never the program's doing: the worker failed on the run itself
                 details["worker_error"] = reply.error
                 lost = f"the sandbox worker failed on this run ({reply.error})"
