@@ -30,7 +30,7 @@ from .errors import (
 from .extract import build_program, extract_code
 from .registration import BENCH_IDS, LIVE_IDS, PAPER_BENCH_IDS, env_id, register_envs
 from .sandbox import ExecutionResult, Executor, Limits, LocalExecutor, Outcome, SandboxExecutor
-from .tasks import Task, TaskSet, load_tasks
+from .tasks import Task, TaskSet, load_tasks, with_canaries
 from .wrappers import RecordEpisodes
 
 __version__ = "0.1.0"
@@ -53,6 +53,7 @@ __all__ = [
     "Task",
     "TaskSet",
     "load_tasks",
+    "with_canaries",
     "extract_code",
     "build_program",
     "Executor",

@@ -149,6 +149,35 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_canaries(args: argparse.Namespace) -> int:
+    """``canaries build``: verify each task's canary twin in the sandbox and write the list; ``canaries list``: the
+    verified twins of a task set (:mod:`.tasks.canary`)."""
+    from .runs.canaries import build_list
+    from .selection import select_tasks
+    from .tasks import load_tasks
+    from .tasks.canary import user_lists_dir, verified_twins
+
+    dataset = args.dataset or default_dataset()[0]
+    if args.action == "list":
+        tasks = load_tasks(dataset, limit=args.limit)
+        twins = verified_twins(tasks)
+        for task_id, twin in twins.items():
+            assert twin.change is not None
+            print(f"{twin.task_id}  {twin.change.kind:<8}  {twin.change.describe()}")
+        print(f"{tasks.name}: {len(twins)} of {len(tasks)} tasks have a verified canary twin", file=sys.stderr)
+        return 0
+    with SandboxExecutor(runtime=args.runtime) as executor:
+        chosen = select_tasks(dataset, executor.runtime_probe(), warn=False)
+        tasks = chosen.tasks.subset(limit=args.limit) if args.limit is not None else chosen.tasks
+        left_out = {item.task_id: item.detail for item in chosen.left_out} if args.limit is None else {}
+        built = build_list(tasks, executor, dataset=chosen.source.name, max_candidates=args.max_candidates,
+                           left_out=left_out, log=lambda line: print(line, file=sys.stderr))
+    out = built.write(args.out or user_lists_dir() / f"{_slug(chosen.source.name)}.json")
+    print(f"{chosen.source.name}: {len(built.twins)} verified canary twins, {len(built.excluded)} tasks without one; "
+          f"written to {out}")
+    return 0
+
+
 def _add_runtime(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runtime", default=None, help=(
         "the interpreter that runs the programs: a python executable, a venv dir, or 'bigcodebench' (see "
@@ -225,6 +254,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runtime(tasks)
     tasks.set_defaults(func=cmd_tasks)
 
+    can = sub.add_parser("canaries", help="canary twins: build (verify each task's twin in the sandbox) or list a task set's",
+                         description="Canary twins keep a task's description and change one test to contradict it; only a "
+                         "program fitted to the tests passes one (docs/canary.md). build: verify each task's twin in the "
+                         "sandbox (the canonical solution must fail the changed test and pass the rest) and write the "
+                         "list; list: the verified twins of a task set.")
+    can.add_argument("action", choices=("build", "list"))
+    can.add_argument("--dataset", help="humaneval, bigcodebench or a task file (default: bigcodebench)")
+    can.add_argument("--limit", type=int, help="first N tasks only")
+    can.add_argument("--max-candidates", type=int, default=3, help="build: candidate changes tried per task (default 3)")
+    can.add_argument("--out", help="build: the list file (default: ~/.cache/convcodeworld-gym/canaries/<dataset>.json, "
+                     "read by every env from then on)")
+    _add_runtime(can)
+    can.set_defaults(func=cmd_canaries)
+
     rt = sub.add_parser("runtime", help="build a task set's pinned runtime in its own venv, or show the one in use",
                         description=f"install NAME: build the runtime in its own venv under {runtimes_dir()} "
                         f"(${RUNTIMES_DIR_ENV}), where the env finds it without flags. where: print the runtime in use.")
@@ -270,6 +313,11 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     data.add_argument("--stdlib-only", action="store_true", default=None, help="only tasks needing nothing but the standard library")
     data.add_argument("--task-ids", help="comma-separated task ids")
     data.add_argument("--limit", type=int, help="first N tasks only")
+    data.add_argument("--canary", type=_canary_arg, metavar="SHARE|IDS",
+                      help="play canary twins beside the tasks (ConvCodeWorld ids): a share of the episodes in [0, 1), or "
+                      "comma-separated task ids to twin; their pass rate is reported beside the scores, never in them "
+                      "(docs/canary.md)")
+    data.add_argument("--canary-seed", type=int, default=0, help="which tasks a --canary share twins (default 0)")
     pol = ev.add_argument_group("policy")
     pol.add_argument("--policy", choices=POLICY_KINDS, default=None,
                      help="default: openai when --model or --base-url is given, else synthetic")
@@ -311,6 +359,18 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     _add_runtime(run)
     ev.set_defaults(func=cmd_evaluate)
+
+
+def _canary_arg(text: str) -> float | tuple[str, ...]:
+    """``--canary``: a share (``0.1``) or comma-separated task ids (``HumanEval/0,HumanEval/3``).
+
+    >>> _canary_arg("0.1"), _canary_arg("HumanEval/0, HumanEval/3")
+    (0.1, ('HumanEval/0', 'HumanEval/3'))
+    """
+    try:
+        return float(text)
+    except ValueError:
+        return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _env_kwargs(pairs: Sequence[str]) -> dict[str, object]:
@@ -386,6 +446,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         protocol=args.protocol,
         feedback_style=args.feedback_style,
         turn0=args.turn0,
+        canary=args.canary,
+        canary_seed=args.canary_seed,
     )
     tasks_label = f"{dataset}{'-stdlib' if stdlib_only else ''}{f'-limit{args.limit}' if args.limit is not None else ''}"
     out = Path(args.out or Path("runs") / _slug(f"{policy.name}-{Path(tasks_label).name}"))
@@ -406,7 +468,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         executor.close()
     for name in summary.played:
         print(f"{name}: {summary.played[name]} episodes played, {summary.resumed[name]} already done"
-              + _infra_note(summary.replayed.get(name, 0), summary.infra_lost.get(name, 0)))
+              + _infra_note(summary.replayed.get(name, 0), summary.infra_lost.get(name, 0))
+              + (f"; canary twins: {summary.canary_passed[name]} of {summary.canary_played[name]} passed (never in the scores)"
+                 if summary.canary_played.get(name) else ""))
     for name, why in summary.skipped.items():
         print(f"{name}: skipped ({why})")
     if args.no_report or not summary.played and not any(summary.resumed.values()):

