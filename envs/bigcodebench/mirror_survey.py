@@ -56,11 +56,11 @@ _CALLABLE_ROOTS = MIRRORED_ROOTS | {"numpy", "pandas"}
 
 def _open_admit(cls: type) -> bool:
     key = key_of(cls) or ""
-    return (root_of(key) in MIRRORED_ROOTS and "<locals>" not in key and not issubclass(cls, BaseException))
+    return root_of(key.partition(":")[0]) in MIRRORED_ROOTS and "<locals>" not in key and not issubclass(cls, BaseException)
 
 
 def _open_callable(key: str) -> bool:
-    return root_of(key) in _CALLABLE_ROOTS and "<locals>" not in key
+    return root_of(key.partition(":")[0]) in _CALLABLE_ROOTS and "<locals>" not in key
 
 
 def _survey_one(obj, found: list) -> None:
@@ -79,7 +79,7 @@ def _survey_one(obj, found: list) -> None:
         if tree is None:
             entry.update(ok=False, error="no mirror: it crosses as a stand-in")
         else:
-            entry.update(classes=sorted({o[1] for o in tree[2]}), callables=sorted(_callables(tree)),
+            entry.update(classes=sorted({o[1] for o in tree[2]} | _enums(tree)), callables=sorted(_callables(tree)),
                          standins=sorted(set(standins)))
         found.append(entry)
         return
@@ -112,6 +112,19 @@ def _callables(tree) -> set[str]:  # noqa: ANN001
         node = todo.pop()
         if isinstance(node, list):
             if len(node) == 3 and node[0] == "r" and node[1] == "fn" and isinstance(node[2], str):
+                found.add(node[2])
+            todo.extend(node)
+    return found
+
+
+def _enums(tree) -> set[str]:  # noqa: ANN001
+    """The keys of the enum classes whose members a mirror holds (``["r", "enum", key, value]``)."""
+    found: set[str] = set()
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            if len(node) == 4 and node[0] == "r" and node[1] == "enum" and isinstance(node[2], str):
                 found.add(node[2])
             todo.extend(node)
     return found
@@ -256,6 +269,9 @@ def main() -> None:
     with gzip.open([a for a in sys.argv[1:] if not a.startswith("--")][0], "rt") as fh:
         tasks = [json.loads(line) for line in fh]
     wanted = tasks[int(os.environ.get("SURVEY_FROM", "0")):int(os.environ.get("SURVEY_TO", len(tasks)))]
+    if os.environ.get("SURVEY_IDS"):  # comma-separated numbers: those tasks alone
+        ids = {f"BigCodeBench/{n}" for n in os.environ["SURVEY_IDS"].split(",")}
+        wanted = [t for t in wanted if t["task_id"] in ids]
     # a library object can come only from a library the task imports (pandas' plots are matplotlib's)
     wanted = [t for t in wanted if any(name in t["code_prompt"] + t["canonical_solution"] + t["test"]
                                        for name in (*MIRRORED_ROOTS, "pandas"))]

@@ -13,7 +13,8 @@ public constructor of a fixed set of data types:
 * numpy arrays (numeric, bool, bytes/str, datetime64, timedelta64, structured without objects, and
   object arrays whose items are data), masked arrays and numpy scalars;
 * pandas Series, DataFrame, Index (Range, Multi, Datetime, Timedelta, Categorical), Categorical,
-  Timestamp, Timedelta, ``NaT``, ``NA`` and the extension arrays pandas names by dtype.
+  Timestamp, Timedelta, Period, date offsets (by their frequency's name), ``NaT``, ``NA`` and the extension
+  arrays pandas names by dtype.
 
 An instance of a *subclass* of a plain type (a ``list`` with its own ``__eq__``) is sent as the plain
 type: the receiver never gets behaviour the sender defined. Values that are not data are handed to
@@ -115,6 +116,7 @@ _DTYPE_STR = re.compile(r"[<>|=]?(?:[biufc]\d{1,2}|b1|[SUV]\d{1,9}|[mM]8(?:\[\d*
 _EA_DTYPE = re.compile(r"(?:U?Int(?:8|16|32|64)|Float(?:32|64)|boolean|string(?:\[(?:python|pyarrow)\])?|str|"
                        r"(?:u?int(?:8|16|32|64)|float(?:32|64)|bool|string|double|large_string)\[pyarrow\])\Z")
 _TZ_NAME = re.compile(r"[A-Za-z0-9_+\-:/]{1,64}\Z")
+_FREQ = re.compile(r"-?[0-9]{0,9}[A-Za-z]{1,8}(?:-[A-Za-z]{1,4})?\Z")
 _UNITS = ("s", "ms", "us", "ns")
 _DEFAULT_FACTORIES: dict[str, Callable[[], Any]] = {
     "list": list, "dict": dict, "set": set, "int": int, "float": float, "str": str, "tuple": tuple,
@@ -239,7 +241,9 @@ class Codec:
             return self._export(v)
         if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
             return ["nt", str(t.__name__), [str(f) for f in t._fields], self._seq(tuple.__iter__(v), depth)]
-        for base in (int, float, str, bytes, complex):
+        if issubclass(t, str):  # its characters, not what its own __str__ says (a str enum's is 'Color.RED')
+            return str.__getitem__(v, slice(None))
+        for base in (int, float, bytes, complex):
             if issubclass(t, base):
                 return self._enc(base.__new__(base, v) if base is not complex else complex(v.real, v.imag), depth)
         for base in (list, tuple, set, frozenset):
@@ -409,6 +413,10 @@ class Codec:
             return ["ts", int(v.value), v.unit, self._enc_tz(v.tzinfo, depth)]
         if t is pd.Timedelta:
             return ["ptd", int(v.value), v.unit]
+        if t is pd.Period:
+            return ["per", int(v.ordinal), v.freqstr]
+        if isinstance(v, pd.offsets.BaseOffset) and _FREQ.match(v.freqstr or "") and _offset(v.freqstr) == v:
+            return ["off", v.freqstr]
         return None
 
     # ------------------------------------------------------------------ decoding
@@ -534,7 +542,8 @@ class Codec:
             return made
         if tag in ("nd", "ndo", "nds", "ma", "npv", "npdt"):
             return self._dec_numpy(tag, a, depth)
-        if tag in ("df", "ser", "ri", "mi", "dti", "tdi", "ci", "ix", "cat", "dtz", "ea", "nat", "na", "ts", "ptd"):
+        if tag in ("df", "ser", "ri", "mi", "dti", "tdi", "ci", "ix", "cat", "dtz", "ea", "nat", "na", "ts", "ptd", "per",
+                   "off"):
             return self._dec_pandas(tag, a, depth)
         raise CodecError(f"unknown value tag {tag[:20]!r}")
 
@@ -693,6 +702,10 @@ class Codec:
             return pd.NaT
         if tag == "na":
             return pd.NA
+        if tag == "per":
+            return pd.Period(ordinal=_int(a[0]), freq=_freq(a[1]))
+        if tag == "off":
+            return _offset(_freq(a[0]))
         if tag == "ts":
             unit = _choice(a[1], _UNITS)
             stamp = pd.Timestamp(_int(a[0]), unit="ns").as_unit(unit)
@@ -746,6 +759,19 @@ def _stdlib(cls: type) -> bool:
 def _values(obj: Any) -> Any:
     """A Series' or Index's values: its numpy array, or its pandas extension array."""
     return obj.to_numpy() if isinstance(obj.dtype, sys.modules["numpy"].dtype) else obj.array
+
+
+def _freq(v: Any) -> str:
+    """A pandas frequency's name (``"M"``, ``"W-SUN"``, ``"2B"``), checked to be only that."""
+    text = _str(v)
+    if not _FREQ.match(text):
+        raise CodecError(f"malformed frequency {text[:30]!r}")
+    return text
+
+
+def _offset(name: str) -> Any:
+    """pandas' date offset of a frequency's name (its own parser of such names)."""
+    return _need("pandas").tseries.frequencies.to_offset(name)
 
 
 def _need(module: str) -> Any:

@@ -27,6 +27,7 @@ The references inside the trees (the codec's ``["r", ...]``):
 * ``["r", "obj", tag]``: one of the objects listed, or one an earlier mirror listed (a figure and its axes returned
   together: the axes' mirror refers to the figure's listing);
 * ``["r", "fn", key]``: a library function or class of the table's callables, as a value (a callback);
+* ``["r", "enum", key, value]``: the member of a table's enum class whose value (a string or an int) that is;
 * ``["r", "meth", owner, name]``: a library method bound to a listed object, or ``remove``/``close`` of a plain
   container (an artist's ``_remove_method``);
 * ``["r", "new", name, args]``: one of three typed constructors: ``"partial"`` (``functools.partial`` of
@@ -58,6 +59,7 @@ Holds:
 from __future__ import annotations
 
 import copyreg
+import enum
 import functools
 import inspect
 import itertools
@@ -124,6 +126,16 @@ def _lazy_names(cls: type) -> frozenset[str]:
                      if key_of(type(found)) in LAZY_DESCRIPTORS)
 
 
+class _MirrorCodec(Codec):
+    """The codec of a mirror's trees on the program's side: an enum member goes to the export hook (by its class and
+    value), not as the plain value of its mixed-in type (a ``str`` enum such as matplotlib's ``CapStyle``)."""
+
+    def _enc(self, v: Any, depth: int) -> Any:
+        if isinstance(v, enum.Enum):
+            return self._export(v)
+        return super()._enc(v, depth)
+
+
 class _Lister:
     """The program's side of one mirror: encodes a value, listing each library object it reaches (breadth first)."""
 
@@ -136,7 +148,7 @@ class _Lister:
         self.todo: list[tuple[Any, tuple]] = []
 
     def tree(self, value: Any) -> Any:
-        return Codec(self._export, None, _LIMITS).encode(value)
+        return _MirrorCodec(self._export, None, _LIMITS).encode(value)
 
     def _export(self, obj: Any) -> list:
         key = key_of(obj) if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)) else None
@@ -158,6 +170,8 @@ class _Lister:
                     (type(owner) in (list, dict, set) and name in BOUND_BUILTIN_METHODS):
                 return ["r", "meth", self.tree(owner), name]
         cls = type(obj)
+        if isinstance(obj, enum.Enum) and self.admit(cls) and type(obj.value) in (str, int):
+            return ["r", "enum", key_of(cls), obj.value]  # a member by its value (matplotlib's CapStyle.butt)
         if not isinstance(obj, type) and self.admit(cls):
             if id(obj) in self.listed:
                 return ["r", "obj", id(obj)]
@@ -321,6 +335,8 @@ class _Build:
                 return table_callable(ref[1])
             except LookupError as exc:
                 raise MirrorRefused(str(exc)) from None
+        if kind == "enum" and len(ref) == 3:
+            return _member(ref[1], ref[2])
         if kind == "meth" and len(ref) == 3:
             return _method(self.value(ref[1]), ref[2], self.made_ids)
         if kind == "new" and len(ref) == 3 and ref[1] == "partial":
@@ -345,6 +361,18 @@ class _Build:
                 or not all(type(name) is str for name in keywords):
             raise MirrorRefused("a malformed partial in the mirror")
         return functools.partial(func, *args, **keywords)
+
+
+def _member(key: Any, value: Any) -> enum.Enum:
+    """The member of the table's enum class ``key`` whose value is ``value`` (a string or an int), as the enum's own
+    lookup by value finds it."""
+    try:
+        cls = table_class(key)
+    except LookupError as exc:
+        raise MirrorRefused(str(exc)) from None
+    if not issubclass(cls, enum.Enum) or type(value) not in (str, int):
+        raise MirrorRefused(f"a malformed enum member of {str(key)[:80]} in the mirror")
+    return cls(value)
 
 
 def _method(owner: Any, name: Any, made: set[int]) -> Any:

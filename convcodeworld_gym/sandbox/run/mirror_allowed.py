@@ -3,9 +3,10 @@ exact, reviewed table.
 
 A mirror names classes and library callables by their exact ``module:qualname`` (:func:`key_of`). The judge finds a
 name only when it is a key of the reviewed table (:mod:`.mirror_table`, made from what BigCodeBench's canonical
-solutions return), and only in a module it has already loaded: it looks the *table's* own name up, attribute by
-attribute, and checks that what it found carries that very name. The program's string is a dictionary key, never a
-path the judge walks, and no class is allowed for belonging to a library.
+solutions return): it looks the *table's* own name up, attribute by attribute, in that module (imported if the judge
+has not loaded it: a module the table names, never one the program named), and checks that what it found carries
+that very name. The program's string is a dictionary key, never a path the judge walks, and no class is allowed for
+belonging to a library.
 
 A class of the table is rebuilt (``cls.__new__`` plus its state as data) only while it passes two screens that are
 checked again in the judge's own library version:
@@ -42,6 +43,7 @@ Holds:
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import sys
 import types
@@ -185,10 +187,17 @@ def key_of(obj: Any) -> str | None:
 
 
 def _lookup(key: str) -> Any:
-    """What the judge's loaded module holds under the table's ``key`` (None where it holds nothing of that name).
-    Walks the table's own qualified name, never a program's string, and never imports."""
+    """What the judge's module holds under the table's ``key`` (None where it holds nothing of that name). Walks the
+    table's own qualified name, never a program's string. The module is imported when the judge has not loaded it
+    yet (a figure's pandas converter, a folium map's layers): only a module the reviewed table names, never one a
+    program named; one that fails to import holds nothing."""
     module, _, qualname = key.partition(":")
     found: Any = sys.modules.get(module)
+    if found is None:
+        try:
+            found = importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - a library this interpreter lacks, or that fails to load: not rebuilt
+            return None
     for part in qualname.split(".") if found is not None else ():
         found = inspect.getattr_static(found, part, None)
         if isinstance(found, (staticmethod, classmethod)):
@@ -282,7 +291,7 @@ def table_class(key: Any) -> type:
         raise LookupError(f"{str(key)[:120]!r} is not in the reviewed table of library classes")
     found = _lookup(key)
     if not isinstance(found, type):
-        raise LookupError(f"{key} is not loaded in the judge")
+        raise LookupError(f"{key} is not in the judge's version of its library")
     why = class_refusal(found)
     if why is not None:
         raise LookupError(why)
@@ -302,5 +311,5 @@ def table_callable(key: Any) -> Any:
         raise LookupError(f"{str(key)[:120]!r} is not among the library callables a mirror may hold")
     found = _lookup(key)
     if found is None or not callable(found):
-        raise LookupError(f"{key} is not loaded in the judge")
+        raise LookupError(f"{key} is not in the judge's version of its library")
     return found
