@@ -23,6 +23,7 @@ import verifiers.v1 as vf
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym.registration import LIVE_IDS
+from convcodeworld_gym.tasks.canary import CANARY_SUFFIX
 from convcodeworld_gym.training.shared import shared_executor, task_set
 
 __all__ = ["GYM_IDS", "EpisodeSpec", "make_env", "step_record",
@@ -48,7 +49,7 @@ class EpisodeSpec:
     Attributes:
         gym_id: one of :data:`GYM_IDS`: the feedback combination.
         dataset: the task set as ``gym.make`` takes it: ``"bigcodebench"``, ``"humaneval"`` or a task-file path.
-        task_id: the task of the episode.
+        task_id: the task of the episode (``<task id>/canary``: its canary twin, reward always 0.0).
         max_turns: feedback turns after turn 0 (the env's ``max_turns``).
         feedback_style: ``"reference"`` or ``"rich"`` (the env's ``feedback_style``).
         runtime: the interpreter the sandbox runs programs with (the env's ``runtime``); None: the env's default.
@@ -67,9 +68,12 @@ def make_env(spec: EpisodeSpec) -> gym.Env:
     ``spec.runtime`` (:func:`~convcodeworld_gym.training.shared.shared_executor`: its warm workers and result cache
     serve every rollout, and at most its ``workers`` programs run at once). ``gym.make`` returns the env itself, whose
     ``areset`` / ``astep`` are awaitable. Blocking (the first call loads the task set; each probes the runtime): call
-    it through ``asyncio.to_thread`` from a coroutine. Close it after."""
-    return gym.make(spec.gym_id, dataset=task_set(spec.dataset), task_ids=[spec.task_id], max_turns=spec.max_turns,
-                    feedback_style=spec.feedback_style, executor=shared_executor(spec.runtime))
+    it through ``asyncio.to_thread`` from a coroutine. Close it after. A canary twin's id (``<task id>/canary``,
+    :mod:`convcodeworld_gym.tasks.canary`) plays that task's twin."""
+    task_id, twin = spec.task_id.removesuffix(CANARY_SUFFIX), spec.task_id.endswith(CANARY_SUFFIX)
+    return gym.make(spec.gym_id, dataset=task_set(spec.dataset), task_ids=[task_id], max_turns=spec.max_turns,
+                    feedback_style=spec.feedback_style, executor=shared_executor(spec.runtime),
+                    **({"canary": [task_id]} if twin else {}))
 
 
 def raise_if_lost(task_id: str, info: dict[str, Any]) -> None:
@@ -81,7 +85,7 @@ def raise_if_lost(task_id: str, info: dict[str, Any]) -> None:
 
 def step_record(reward: float, terminated: bool, truncated: bool, info: dict[str, Any]) -> dict[str, Any]:
     """What a rollout keeps of one step (JSON, on the trace): the turn, the env's reward and ending, and the
-    verdict's summary.
+    verdict's summary; ``canary``: the task is a canary twin (its reward is 0.0; ``passed`` there is the canary).
 
     >>> step_record(1.0, True, False, {"turn": 1, "passed": True, "compile_ok": True, "pass_fraction": 1.0,
     ...             "episode_end": "passed", "infra_error": None, "retried": {}})["reward"]
@@ -98,6 +102,7 @@ def step_record(reward: float, terminated: bool, truncated: bool, info: dict[str
         "episode_end": info["episode_end"],
         "infra_error": info["infra_error"],
         "retried": dict(info["retried"]),
+        "canary": bool(info.get("canary", False)),
     }
 
 
