@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from convcodeworld_gym.sandbox import Limits, SandboxExecutor
+from convcodeworld_gym.sandbox.confinement.slot_cgroup import CgroupUnavailable, find_tree
 
 RUN_S = 4.0
 
@@ -73,3 +76,62 @@ def test_a_cancelled_awaited_run_is_killed_at_once_and_neither_retried_nor_cache
     assert killed_s < 1.5, f"the cancelled run ended {killed_s:.1f} s after the cancel (it sleeps {RUN_S:g} s)"
     assert not retried
     assert again.passed and again.details.get("cache") != "hit" and again_s >= RUN_S, (again.details, again_s)
+
+
+def _lock_dir() -> str:
+    return "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+
+
+def _leave_slots(tree, uid: int) -> tuple[list[str], list[str], dict[str, list[str]], subprocess.Popen[bytes], int]:
+    """Slot cgroups as owners leave them: a uid-named one whose uid lock nobody holds, with a process still in it, and a
+    pid-named one of a dead pid (both dead owners'); a uid-named one whose lock this process holds and a pid-named one
+    of this process (both live owners'). Returns the dead and live names, their dirs, the process, the lock's fd."""
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    dead = [f"ccw-sandbox-uid{uid}", f"ccw-sandbox-pid{finished.pid}-slot0"]
+    alive = [f"ccw-sandbox-uid{uid + 1}", f"ccw-sandbox-pid{os.getpid()}-slot0"]
+    held = os.open(os.path.join(_lock_dir(), f"ccw-sandbox-uid-{uid + 1}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    dirs = {name: [os.path.join(parent, name) for parent in tree.parents.values()] for name in dead + alive}
+    for paths in dirs.values():
+        for path in paths:
+            os.makedirs(path, exist_ok=True)
+    left_behind = subprocess.Popen(["sleep", "60"])
+    for path in dirs[dead[0]]:
+        with open(os.path.join(path, "cgroup.procs"), "w") as fh:
+            fh.write(str(left_behind.pid))
+    return dead, alive, dirs, left_behind, held
+
+
+def test_a_pool_removes_at_its_start_the_slot_cgroups_of_dead_owners_and_only_those():
+    """Issue 39: this machine had 516 ccw-sandbox-uid* cgroups left, empty, from sandboxes whose host process was
+    killed. A pool starting here removes the dead owners' slots (and the process left in one) and keeps the live
+    owners'. (Another pool starting on this machine meanwhile may remove them first: then it is tried again.)"""
+    if os.geteuid() != 0:
+        pytest.skip("slot cgroups are made as root")
+    try:
+        tree = find_tree()
+    except CgroupUnavailable as exc:
+        pytest.skip(f"no cgroup tree: {exc}")
+    for attempt in range(3):
+        uid = 61000 + 4000 + (os.getpid() % 30) * 6 + 2 * attempt  # far above the uids live pools claim
+        dead, alive, dirs, left_behind, held = _leave_slots(tree, uid)
+        try:
+            with SandboxExecutor(workers=1) as executor:
+                swept = getattr(executor, "swept_cgroups", 0)
+            status = left_behind.wait(timeout=10)
+            exists = {name: [os.path.isdir(path) for path in paths] for name, paths in dirs.items()}
+        finally:
+            left_behind.kill()
+            left_behind.wait()
+            os.close(held)
+            for paths in dirs.values():
+                for path in paths:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.rmdir(path)
+        assert status == -9, status  # killed with its slot
+        assert not any(exists[dead[0]]) and not any(exists[dead[1]]), exists
+        assert all(exists[alive[0]]) and all(exists[alive[1]]), exists
+        if swept >= 2:  # ours (and any other a dead process left on this machine)
+            return
+    raise AssertionError(f"the pool said it removed {swept} slot cgroup(s), 3 times: not the 2 left for it")

@@ -30,6 +30,8 @@ Holds:
     SlotCgroup         one slot's cgroup: make, join, kill, remove, its CPU count; ``describe()`` for ``details["confinement"]``
     CgroupUnavailable  no cgroup can be made here, and why
     DEFAULT_ROOT       where Linux mounts its cgroup file systems (``/sys/fs/cgroup``)
+    slot_names         the names of the slot cgroups under a tree (in any of its hierarchies)
+    remove_slot        kill what a named slot cgroup holds and remove its dirs (one its owner left behind)
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CgroupTree", "find_tree", "SlotCgroup", "CgroupUnavailable", "DEFAULT_ROOT"]
+__all__ = ["CgroupTree", "find_tree", "SlotCgroup", "CgroupUnavailable", "DEFAULT_ROOT", "slot_names", "remove_slot"]
 
 #: Where Linux mounts its cgroup file systems.
 DEFAULT_ROOT = "/sys/fs/cgroup"
@@ -374,6 +376,27 @@ class SlotCgroup:
                     self.kill()
                     time.sleep(_POLL_S)
         return gone
+
+
+def slot_names(tree: CgroupTree, prefix: str) -> list[str]:
+    """The names of the cgroups directly under ``tree``'s parents that start with ``prefix``, in any hierarchy."""
+    names: set[str] = set()
+    for parent in tree.parents.values():
+        try:
+            names.update(entry for entry in os.listdir(parent)
+                         if entry.startswith(prefix) and os.path.isdir(os.path.join(parent, entry)))
+        except OSError:
+            continue
+    return sorted(names)
+
+
+def remove_slot(tree: CgroupTree, name: str, wait_s: float = _EMPTY_WAIT_S) -> bool:
+    """Kill every process in the slot cgroup ``name`` under ``tree`` and remove its dirs (those of its hierarchies
+    that exist): for a slot whose owner died, never for one a live pool holds (the caller knows which). True when
+    every dir is gone. Never raises."""
+    dirs = {controller: os.path.join(parent, name) for controller, parent in tree.parents.items()
+            if os.path.isdir(os.path.join(parent, name))}
+    return not dirs or SlotCgroup(tree.version, dirs, 1.0, 1).remove(wait_s)
 
 
 def _enable_controllers(parent: str) -> None:

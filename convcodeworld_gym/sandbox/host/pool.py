@@ -8,22 +8,25 @@ Holds:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import functools
 import logging
 import os
 import queue
+import re
 import select
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, replace
 from typing import Any
 
 from ...errors import ExecutorError
 from ...tasks import TEST_CLASS, Task, imported_modules, third_party
 from ..confinement.confine import Level, SandboxSettings
-from ..confinement.slot_cgroup import SlotCgroup
+from ..confinement.slot_cgroup import CgroupUnavailable, SlotCgroup, find_tree, remove_slot, slot_names
 from ..limits import Limits
 from ..messages import Job, Mode, Ready, Reply, RunReply, WorkerConfig, WorkerFailed, reply_from_wire
 from ..result import ExecutionResult
@@ -76,6 +79,59 @@ def _claim_uid(base: int) -> tuple[int, int]:
         except OSError:
             os.close(fd)
     raise ExecutorError(f"no free sandbox uid in [{base}, {base + _UID_RANGE}); close other executors or change base_uid")
+
+
+_SLOT_PREFIX = "ccw-sandbox-"
+_BY_UID = re.compile(r"ccw-sandbox-uid(\d+)$")
+_BY_PID = re.compile(r"ccw-sandbox-pid(\d+)-slot\d+$")
+
+
+@contextlib.contextmanager
+def _owner_gone(name: str) -> Iterator[bool]:
+    """Whether the process that made the slot cgroup ``name`` has died, held true for the ``with`` block: a slot named
+    by its uid belongs to whoever holds that uid's lock (:func:`_claim_uid`; the kernel frees it when its holder
+    dies), and the lock is held here meanwhile, so no pool claims the uid while its cgroup is removed; a slot named by
+    a pid belongs to that process. Any doubt (a name of another form, a lock that cannot be opened) says alive."""
+    by_uid, by_pid = _BY_UID.match(name), _BY_PID.match(name)
+    if by_pid is not None:
+        yield not os.path.exists(f"/proc/{by_pid.group(1)}")
+        return
+    if by_uid is None:
+        yield False
+        return
+    try:
+        fd = os.open(os.path.join(_UID_LOCK_DIR, f"ccw-sandbox-uid-{by_uid.group(1)}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False  # held: its owner lives
+            return
+        yield True
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+def sweep_left_slots(launcher: Launcher) -> int:
+    """Remove the slot cgroups that sandbox processes which died left behind (a killed server, a timed-out
+    benchmark), with whatever they still hold; never one whose owner lives. Returns how many were removed. Only for
+    a :class:`~.launch.LocalLauncher` whose cgroup tree is found; nothing elsewhere."""
+    root = getattr(launcher, "cgroup_root", None) if isinstance(launcher, LocalLauncher) else None
+    if root is None:
+        return 0
+    try:
+        tree = find_tree(root)
+    except CgroupUnavailable:
+        return 0
+    removed = 0
+    for name in slot_names(tree, _SLOT_PREFIX):
+        with _owner_gone(name) as gone:
+            if gone and remove_slot(tree, name):
+                removed += 1
+    return removed
 
 
 class _Worker:
@@ -365,6 +421,10 @@ class SandboxExecutor(Executor):
         self._fingerprint: str | None = None
         self._profile_locks: dict[str, threading.Lock] = {}
         self.replaced_workers = 0
+        #: Slot cgroups left by sandbox processes that died, removed as this pool started (:func:`sweep_left_slots`).
+        self.swept_cgroups = sweep_left_slots(self._launcher) if self._launcher.switches_uid else 0
+        if self.swept_cgroups:
+            _log.warning("removed %d sandbox slot cgroup(s) left by processes that died", self.swept_cgroups)
 
     # ----------------------------------------------------------------- public
 
