@@ -196,3 +196,29 @@ def test_the_runner_reports_the_canary_rate_beside_the_scores_never_in_them(exec
     assert meta["canary"]["twins"] == [f"{i}/canary" for i in ids] and meta["dataset"]["n_tasks"] == 3
     with pytest.raises(ValueError, match="ConvCodeWorld ids only"):
         EvalConfig(ids=("ConvCodeBench-CF-EF_full-v0",), canary=0.1)
+
+
+def test_a_twins_episode_is_the_same_through_step_and_astep(executor):
+    import asyncio
+
+    def make() -> gym.Env:
+        return gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval", canary=["HumanEval/2"], executor=executor,
+                        feedback_style="rich", max_turns=1)
+
+    def replies(env: gym.Env, obs) -> list[str]:
+        task = env.unwrapped.task
+        return [task.ground_truth, TestFitterPolicy().start(task, feedback="CF-EF_full", seed=0).act(obs).text]
+
+    blocking_env, awaited_env = make(), make()
+    obs, info = blocking_env.reset(options={"task_id": "HumanEval/2/canary"})
+    first = blocking_env.step(replies(blocking_env, obs)[0])
+    blocking = [(obs, info), first, blocking_env.step(replies(blocking_env, first[0])[1])]
+
+    async def awaited() -> list:
+        obs, info = await awaited_env.areset(options={"task_id": "HumanEval/2/canary"})
+        first = await awaited_env.astep(replies(awaited_env, obs)[0])
+        return [(obs, info), first, await awaited_env.astep(replies(awaited_env, first[0])[1])]
+
+    assert asyncio.run(awaited()) == blocking
+    blocking_env.close(), awaited_env.close()
+    assert [step[-1]["canary"] for step in blocking] == [True, True, True] and blocking[-1][-1]["passed"]
