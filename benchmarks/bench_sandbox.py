@@ -16,7 +16,7 @@ The sides are interleaved, because this machine's speed drifts by 10-25% over mi
 back to back on our side, then on theirs, the floor's and the ceiling's, group after group; the throughput passes
 go ours, theirs, floor, ceiling, ``--passes`` times. The throughput ratio printed is the median of the rounds' ratios.
 
-Usage (see README, section Sandbox):
+Usage (see docs/benchmarks.md):
     python benchmarks/bench_sandbox.py --bcb-python .venv-bcb/bin/python [--stdlib 20 --pandas 10 --mocked 10 --workers 2]
 """
 

@@ -6,7 +6,7 @@ environment never does that: such tasks are left out of its task set (one warnin
 and why) unless ``allow_forgeable=True`` brings them back, judged in-process with
 ``info["forgeable"] is True``. Asked for by id in a default set, a left-out task raises
 :class:`~convcodeworld_gym.errors.LeftOutTaskError` saying why and how to get it back. The list was
-measured with the full BigCodeBench runtime (see the README's Sandbox section); a task not listed that
+measured with the full BigCodeBench runtime (see docs/status.md); a task not listed that
 still fails split is judged split, and its canonical solution's failure is in its profile.
 
 Entries match by content, as the shipped profiles do (:mod:`.shipped`): a task is left out when its

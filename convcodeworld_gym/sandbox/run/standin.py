@@ -285,7 +285,7 @@ class ProgramStandIn(StandIn):
     against: every arithmetic operation (``abs(result - expected) < tol``, ``np.isclose``), the comparison
     methods of data types (``result.equals(expected)``), and the memory-address protocols a library in the
     judge would read (``__array_interface__``). A refusal raises :class:`RefusedOperation` and fails the
-    test even where the test catches it. The table, with the reasons, is in the README's threat model.
+    test even where the test catches it. The table, with the reasons, is in docs/threat-model.md.
     """
 
     __slots__ = ()
