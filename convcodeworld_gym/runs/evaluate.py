@@ -238,11 +238,9 @@ def _versions() -> dict[str, str]:
 
 
 def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: Executor | None = None) -> dict[str, Any]:
-    """The metadata of a run. ``"config"`` is what a resumed run must match; secrets are redacted. ``tasks`` may hold
-    canary twins: the dataset's entries describe the tasks themselves, ``"canary"`` (only when asked for) the twins."""
-    twins = [t.task_id for t in tasks if isinstance(t, CanaryTwin)]
-    if twins:
-        tasks = TaskSet(tuple(t for t in tasks if not isinstance(t, CanaryTwin)), name=tasks.name.split("+canary", 1)[0])
+    """The metadata of a run of ``tasks`` (without the canary twins ``config.canary`` adds). ``"config"`` is what a
+    resumed run must match; secrets are redacted; ``"canary"`` (only when asked for) names the twins played."""
+    twins = [t.task_id for t in with_canaries(tasks, config.canary, seed=config.canary_seed) if isinstance(t, CanaryTwin)]
     sources = sorted({t.source for t in tasks})
     limits = getattr(executor, "limits", None) if executor is not None else Limits()
     return {
@@ -358,6 +356,7 @@ def run_evaluation(
         tasks = tasks.subset(limit=config.limit) if config.limit is not None else tasks
         if len(tasks) == 0:
             raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
+        metadata = run_metadata(config, tasks, policy, executor)
         tasks = with_canaries(tasks, config.canary, seed=config.canary_seed)
         samples = load_samples(config.turn0) if config.turn0 is not None else None
         if samples is not None:
@@ -369,7 +368,7 @@ def run_evaluation(
                     f"the turn-0 samples {config.turn0} lack {len(missing)} task(s) of the run, e.g. {', '.join(missing[:3])}; "
                     "pass samples of every task, or select the tasks they cover (--task-ids / --limit)"
                 )
-        _prepare_dir(run_dir, run_metadata(config, tasks, policy, executor))
+        _prepare_dir(run_dir, metadata)
     except BaseException:
         if owns_executor:
             shared.close()

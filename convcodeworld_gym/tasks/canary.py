@@ -60,10 +60,13 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ..errors import DatasetError
 from .record import TEST_CLASS, Task, parse_source
+
+if TYPE_CHECKING:
+    from . import TaskSet
 
 __all__ = ["CANARY_SUFFIX", "RULE_VERSION", "FORMAT", "LISTS_DIR", "Change", "CanaryTwin", "candidate_changes", "make_twin", "is_canary",
            "canary_id", "source_digest", "CanaryList", "user_lists_dir", "canary_lists", "verified_twins", "with_canaries"]
@@ -439,7 +442,7 @@ def verified_twins(tasks: Iterable[Task], lists: Sequence[CanaryList] | None = N
 CanarySpec = Union[float, Sequence[str], None]
 
 
-def with_canaries(tasks: Any, canary: CanarySpec, *, seed: int = 0, replace: bool = False) -> Any:
+def with_canaries(tasks: TaskSet, canary: CanarySpec, *, seed: int = 0, replace: bool = False) -> TaskSet:
     """``tasks`` (a :class:`~convcodeworld_gym.tasks.TaskSet`) with canary twins mixed in, reproducibly.
 
     Args:
@@ -466,7 +469,7 @@ def with_canaries(tasks: Any, canary: CanarySpec, *, seed: int = 0, replace: boo
             how many have one and the share that takes them all); an id that has no verified twin, or that the set
             does not hold.
     """
-    from . import TaskSet
+    from . import TaskSet  # noqa: F811 - the package imports this module: its TaskSet is there by now
 
     if canary is None or (isinstance(canary, (int, float)) and not isinstance(canary, bool) and canary == 0):
         return tasks
@@ -503,7 +506,7 @@ def _drawn(tasks: Sequence[Task], twins: Mapping[str, CanaryTwin], share: float,
     return set(ranked[:wanted])
 
 
-def _named(tasks: Any, twins: Mapping[str, CanaryTwin], ids: Sequence[str]) -> set[str]:
+def _named(tasks: TaskSet, twins: Mapping[str, CanaryTwin], ids: Sequence[str]) -> set[str]:
     """The ids of the tasks named (a task's id or its twin's), each checked."""
     chosen = set()
     for name in ids:
