@@ -36,6 +36,8 @@ Holds:
     submit_code_blocks   the reward function that gives a reply's fenced code block the effect of a tool call
     NoSubmissionWarning  a rollout ended without submitting a program
     tool_rows            the dataset rows (prompt + task id + task set) of a task set for it
+    tool_answer          what the tool answers on one step (shared with the verifiers door's tool variant)
+    SUBMIT_PROGRAM_TOOL  the tool's schema as an OpenAI ``tools`` entry
     TOOL_SYSTEM_PROMPT   the system message those rows carry
 """
 
@@ -56,7 +58,7 @@ from ..tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks  # n
 from .shared import shared_executor, task_set
 
 __all__ = ["ConvCodeWorldTools", "EpisodeResult", "submit_code_blocks", "NoSubmissionWarning", "tool_rows",
-           "TOOL_SYSTEM_PROMPT"]
+           "tool_answer", "SUBMIT_PROGRAM_TOOL", "TOOL_SYSTEM_PROMPT"]
 
 #: The id a factory called with no arguments plays.
 DEFAULT_ID = "ConvCodeWorld-CF-EF_full-v0"
@@ -88,6 +90,45 @@ def tool_rows(tasks: Iterable[Task]) -> list[dict[str, Any]]:
 def _root_name(name: str) -> str:
     """The name of the task set a subset was cut from (``"humaneval/limit3"`` -> ``"humaneval"``)."""
     return name.split("/", 1)[0]
+
+
+#: The ``submit_program`` tool as an OpenAI chat-completions ``tools`` entry: the schema transformers renders from
+#: :meth:`ConvCodeWorldTools.submit_program` (its ``return`` left out; tested), for doors whose client sends the schema itself (verifiers).
+SUBMIT_PROGRAM_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "submit_program",
+        "description": "Submit a complete Python program for the task: it is compiled and run against the task's tests.",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string",
+                                    "description": "the complete, self-contained Python program (imports included)."}},
+            "required": ["code"],
+        },
+    },
+}
+
+
+def tool_answer(observation: Mapping[str, Any], info: Mapping[str, Any], *, terminated: bool, left: int) -> str:
+    """What the ``submit_program`` tool answers on one step: the feedback the id shows (compilation, execution, the
+    user's words, as the LLM policy sees them), then whether the tests pass and how many more programs are judged
+    (``left``; 0: the episode is over). A run the infrastructure lost (``info["infra_error"]``) is said to be no
+    verdict.
+
+    >>> tool_answer({}, {"infra_error": None}, terminated=True, left=0)
+    'All tests pass. The episode is over.'
+    """
+    lost = info.get("infra_error")
+    if lost:
+        return f"The sandbox lost this run ({lost}); that is no verdict on the program. The episode is over."
+    if terminated:
+        return "All tests pass. The episode is over."
+    parts = feedback_sections(observation) or ["The tests fail."]
+    if left > 0:
+        parts.append(f"Not all tests pass. Fix the program and submit it again ({left} more allowed).")
+    else:
+        parts.append("Not all tests pass, and that was the last submission allowed: the episode is over.")
+    return "\n\n".join(parts)
 
 
 class NoSubmissionWarning(UserWarning):
@@ -220,17 +261,10 @@ class ConvCodeWorldTools:
         lost = info.get("infra_error")
         if lost:
             self._active, self._reward = False, None
-            return (f"The sandbox lost this run ({lost}); that is no verdict on the program. The episode is over.")
-        self._reward = float(reward)
-        self._active = not (terminated or truncated)
-        if terminated:
-            return "All tests pass. The episode is over."
-        parts = feedback_sections(observation) or ["The tests fail."]
-        if self._active:
-            parts.append(f"Not all tests pass. Fix the program and submit it again ({self._left} more allowed).")
         else:
-            parts.append("Not all tests pass, and that was the last submission allowed: the episode is over.")
-        return "\n\n".join(parts)
+            self._reward = float(reward)
+            self._active = not (terminated or truncated)
+        return tool_answer(observation, info, terminated=terminated, left=self._left if self._active else 0)
 
     def get_reward(self) -> float | None:
         """1.0 when a submitted program passed all tests, else 0.0; None when the infrastructure lost a run (no

@@ -15,6 +15,7 @@ import pytest
 from convcodeworld_gym.tasks import TaskSet, load_tasks
 from convcodeworld_gym.testing import FakeExecutor
 from convcodeworld_gym.training.tools import (
+    SUBMIT_PROGRAM_TOOL,
     TOOL_SYSTEM_PROMPT,
     ConvCodeWorldTools,
     NoSubmissionWarning,
@@ -43,6 +44,9 @@ def test_the_tool_schema_is_what_transformers_renders():
     assert schema["parameters"]["required"] == ["code"]
     assert schema["parameters"]["properties"]["code"]["type"] == "string"
     assert "tests" in schema["description"]
+    # The schema the verifiers door's tool variant sends is this one.
+    assert {**SUBMIT_PROGRAM_TOOL, "function": {**schema, "return": None}} == {
+        **SUBMIT_PROGRAM_TOOL, "function": {**SUBMIT_PROGRAM_TOOL["function"], "return": None}}
 
 
 @pytest.mark.parametrize("env_id", ["ConvCodeWorld-CF-EF_full-v0", "ConvCodeWorld-CF-v0"])
