@@ -14,6 +14,7 @@ Smoke run (CPU, no model, no network): a scripted OpenAI-compatible server on 12
 program at turn 0, the task's canonical solution at turn 1, so every episode's reward is 1.0 after one feedback turn:
 
     python training/verifiers_rollouts.py --smoke
+    python training/verifiers_rollouts.py --smoke --tools     # the tool variant: the coder calls submit_program
 
 A real model on a GPU, served by vLLM (any OpenAI-compatible endpoint works the same way):
 
@@ -42,8 +43,8 @@ from typing import Any
 from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.training.flags import FEEDBACK_FLAG, add_deprecated_alias, add_feedback_argument
 
-__all__ = ["vf_eval_command", "read_episodes", "scripted_coder", "fenced", "wrong_then_canonical", "wrong_program", "summarise",
-           "build_parser", "main"]
+__all__ = ["vf_eval_command", "read_episodes", "scripted_coder", "scripted_tool_coder", "tool_call_completion", "fenced",
+           "wrong_then_canonical", "wrong_program", "summarise", "build_parser", "main"]
 
 #: The environment variable vf-eval reads the endpoint's key from (``--client.api-key-var``).
 API_KEY_VAR = "OPENAI_API_KEY"
@@ -124,6 +125,40 @@ def scripted_coder(tasks: Sequence[Any], program: Callable[[Any, int], str]) -> 
     return answer
 
 
+def tool_call_completion(code: str, call_id: str) -> dict[str, Any]:
+    """A chat.completion (JSON) whose assistant message calls ``submit_program`` with ``code``, as a tool-calling
+    model's server answers."""
+    call = {"id": call_id, "type": "function",
+            "function": {"name": "submit_program", "arguments": json.dumps({"code": code})}}
+    return {"id": f"chatcmpl-{call_id}", "object": "chat.completion", "created": 0, "model": "scripted",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None,
+                         "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+def scripted_tool_coder(tasks: Sequence[Any], program: Callable[[Any, int], str]) -> Callable[[dict[str, Any]], Any]:
+    """:func:`scripted_coder` for the tool variant: a request's task is the one whose instruction is its first user
+    message (the tool variant's prompt), its turn the number of assistant messages before it; the answer calls
+    ``submit_program`` with ``program(task, turn)`` (call id ``call-<turn>``).
+
+    Raises:
+        KeyError: a request whose first user message is no task's instruction.
+        AssertionError: a request that does not offer the ``submit_program`` tool.
+    """
+    from convcodeworld_gym.testing import Reply
+
+    by_prompt = {task.prompt.strip(): task for task in tasks}
+
+    def answer(body: dict[str, Any]) -> Any:
+        messages = body["messages"]
+        assert [t["function"]["name"] for t in body.get("tools") or []] == ["submit_program"], body.get("tools")
+        task = by_prompt[next(m["content"] for m in messages if m["role"] == "user")]
+        turn = sum(m["role"] == "assistant" for m in messages)
+        return Reply(raw_body=json.dumps(tool_call_completion(program(task, turn), f"call-{turn}")).encode())
+
+    return answer
+
+
 def summarise(episodes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per task: whether the episode completed (``ok``), the env's reward recorded on its trace (None when the rollout
     failed: no reward), and the env's reward of each step; and the mean reward over the completed episodes."""
@@ -153,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default="bigcodebench", help="bigcodebench, humaneval or a task-file path")
     p.add_argument("--limit", type=int, default=100, help="tasks (the first ones of the set)")
     p.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0")
+    p.add_argument("--tools", action="store_true",
+                   help="the tool variant: the coder submits programs by calling submit_program, the feedback is the "
+                        "tool's result (--env.taskset.tools true)")
     p.add_argument("--model", default=None, help="the model's name at the endpoint")
     p.add_argument("--base-url", default=None, help="the OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
     p.add_argument("--max-concurrent", type=int, default=32, help="episodes in flight at once")
@@ -172,22 +210,25 @@ def _run(cmd: list[str], env: dict[str, str], log: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = Path(args.out)
+    tools_flag = ["--env.taskset.tools", "true"] if args.tools else []
     if args.smoke:
         from convcodeworld_gym.tasks import load_tasks
         from convcodeworld_gym.testing import ScriptedOpenAIServer
 
         args.dataset, args.limit, args.max_turns = "humaneval", 5, 1
         tasks = load_tasks(args.dataset).subset(limit=args.limit)
-        with ScriptedOpenAIServer(scripted_coder(tasks, wrong_then_canonical)) as server:
+        coder = (scripted_tool_coder if args.tools else scripted_coder)(tasks, wrong_then_canonical)
+        with ScriptedOpenAIServer(coder) as server:
             cmd = vf_eval_command(gym_id=env_id(args.feedback), dataset=args.dataset, limit=args.limit, max_turns=args.max_turns,
-                                  model="scripted", base_url=server.base_url, out=out, run_name=args.run_name)
+                                  model="scripted", base_url=server.base_url, out=out, run_name=args.run_name,
+                                  extra=tools_flag)
             _run(cmd, {**os.environ, API_KEY_VAR: "scripted"}, out / f"{args.run_name}-traces.log")
     else:
         if not args.model or not args.base_url:
             raise SystemExit("pass --model and --base-url (the endpoint serving it), or --smoke")
         cmd = vf_eval_command(gym_id=env_id(args.feedback), dataset=args.dataset, limit=args.limit, max_turns=args.max_turns,
                               model=args.model, base_url=args.base_url, out=out, run_name=args.run_name,
-                              max_concurrent=args.max_concurrent)
+                              max_concurrent=args.max_concurrent, extra=tools_flag)
         _run(cmd, {API_KEY_VAR: "EMPTY", **os.environ}, out / f"{args.run_name}-traces.log")
     summary = summarise(read_episodes(out / args.run_name))
     path = out / f"{args.run_name}-summary.json"

@@ -7,6 +7,7 @@ project's fake executor, with verifiers' eval runner in this process (see that t
 
 These need the ``verifiers`` extra and the environment installed (Python >= 3.11):
 ``pip install -e '.[verifiers]' -e integrations/verifiers``; CI runs them in a venv of their own (``.ci/run``).
+They test the v1 door (verifiers 0.4); test_training_verifiers_classic.py tests the classic one (verifiers 0.3).
 """
 
 from __future__ import annotations
@@ -23,12 +24,16 @@ import pytest
 
 INSTALL = "pip install -e '.[verifiers]' -e integrations/verifiers"
 pytest.importorskip("verifiers.v1", reason=f"the verifiers tests need the 'verifiers' extra: {INSTALL}")
-pytest.importorskip("convcodeworld", reason=f"the verifiers tests need the environment module 'convcodeworld': {INSTALL}")
+convcodeworld = pytest.importorskip("convcodeworld", reason=f"the verifiers tests need the environment module 'convcodeworld': {INSTALL}")
+if convcodeworld.CLASSIC_API:
+    pytest.skip("verifiers' classic API is installed (<= 0.3): test_training_verifiers_classic.py tests that door",
+                allow_module_level=True)
 
 import convcodeworld_gym  # noqa: E402,F401 - registers the ids
 from convcodeworld_gym.policies.prompts import refinement_prompt  # noqa: E402
 from convcodeworld_gym.tasks import Task  # noqa: E402
 from convcodeworld_gym.testing import ScriptedOpenAIServer  # noqa: E402
+from convcodeworld_gym.training.tools import SUBMIT_PROGRAM_TOOL, tool_answer  # noqa: E402
 
 pytestmark = pytest.mark.verifiers
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,10 +59,11 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _vf_eval(server: ScriptedOpenAIServer, out: Path, *, gym_id: str, limit: int, max_turns: int) -> list[dict]:
+def _vf_eval(server: ScriptedOpenAIServer, out: Path, *, gym_id: str, limit: int, max_turns: int,
+             extra: tuple[str, ...] = ()) -> list[dict]:
     """Run vf-eval on the first ``limit`` HumanEval tasks against ``server``; the episodes it wrote, by task id."""
     cmd = EXAMPLE.vf_eval_command(gym_id=gym_id, dataset="humaneval", limit=limit, max_turns=max_turns, model="scripted",
-                                  base_url=server.base_url, out=out, run_name="run")
+                                  base_url=server.base_url, out=out, run_name="run", extra=extra)
     done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return sorted(EXAMPLE.read_episodes(out / "run"), key=lambda e: e["task"]["data"]["task_id"])
@@ -213,11 +219,98 @@ def test_a_run_the_sandbox_lost_is_never_scored_0(tmp_path, humaneval, monkeypat
     assert written["ok"] is ok and (written["traces"][0]["rewards"].get("env_reward") or {}).get("score") == reward
 
 
-def test_the_example_programs_smoke_run(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "training" / "verifiers_rollouts.py"), "--smoke", "--out", str(tmp_path)],
-                          env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+@pytest.mark.parametrize("variant", [[], ["--tools"]], ids=["chat", "tools"])
+def test_the_example_programs_smoke_run(tmp_path, variant):
+    done = subprocess.run([sys.executable, str(ROOT / "training" / "verifiers_rollouts.py"), "--smoke", "--out", str(tmp_path),
+                           *variant], env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     summary = json.loads((tmp_path / "convcodeworld-summary.json").read_text())
     assert (summary["completed"], summary["failed"], summary["mean_env_reward"]) == (5, 0, 1.0), summary
     assert all(row["step_rewards"] == [0.0, 1.0] for row in summary["episodes"]), summary
     assert "mean env_reward over 5 completed episodes: 1.0" in done.stdout
+
+
+def test_load_environment_builds_the_env_vf_eval_runs(humaneval):
+    """The classic entry, as loaders of that API call it (import the module by the environment's id, call its
+    load_environment with the run's arguments): the v1 env vf-eval builds from the same --env.taskset.* values."""
+    import importlib
+
+    import verifiers.v1 as vf
+
+    env_args = {"feedback": "CF-EF_partial", "dataset": "humaneval", "limit": 2, "max_turns": 1, "tools": True}
+    env = importlib.import_module("convcodeworld").load_environment(**env_args)
+    cli = vf.resolve_env_config({"taskset": {"id": "convcodeworld", "gym_id": "ConvCodeWorld-CF-EF_partial-v0",
+                                             "dataset": "humaneval", "limit": 2, "max_turns": 1, "tools": True}})
+    assert isinstance(env, convcodeworld.ConvCodeWorldLoop) and env.config == cli
+    tasks = list(env.taskset)
+    assert [t.data.task_id for t in tasks] == ["HumanEval/0", "HumanEval/1"]
+    assert all(t.data.tools == [SUBMIT_PROGRAM_TOOL] and t.data.prompt == humaneval[t.data.task_id].prompt.strip()
+               for t in tasks)
+    same = convcodeworld.load_environment(gym_id="ConvCodeWorld-CF-EF_partial-v0", dataset="humaneval", limit=2,
+                                          max_turns=1, tools=True)
+    assert same.config == env.config  # feedback= and gym_id= are one setting
+    with pytest.raises(TypeError, match=r"unknown keyword\(s\) datset; it takes feedback, gym_id, dataset"):
+        convcodeworld.load_environment(datset="humaneval")
+    with pytest.raises(ValueError, match="'CF-XF' is no feedback combination"):
+        convcodeworld.load_environment(feedback="CF-XF", dataset="humaneval")
+
+
+def _offline(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """No local BigCodeBench and a hub that refuses connections (a closed port here): the default task set cannot load."""
+    monkeypatch.delenv("CONVCODEWORLD_BIGCODEBENCH_PATH", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    return {**_env(), "HF_ENDPOINT": "http://127.0.0.1:9"}
+
+
+def _says_the_fix(line: str) -> None:
+    assert "'bigcodebench' cannot be loaded" in line and "CONVCODEWORLD_BIGCODEBENCH_PATH" in line, line
+    assert "dataset='humaneval'" in line and "--env.taskset.dataset humaneval" in line, line
+
+
+def test_a_task_set_that_cannot_load_fails_at_load_in_one_line(tmp_path, monkeypatch):
+    env = _offline(monkeypatch)
+    with pytest.raises(convcodeworld.DatasetUnavailable) as caught:
+        convcodeworld.load_environment()
+    assert "\n" not in str(caught.value)
+    _says_the_fix(str(caught.value))
+    cmd = [str(BIN / "vf-eval"), "convcodeworld", "-m", "scripted", "--client.base-url", "http://127.0.0.1:9/v1",
+           "--client.api-key-var", EXAMPLE.API_KEY_VAR, "--no-push", "--no-rich", "-o", str(tmp_path), "--run.name", "r"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    (line,) = done.stderr.strip().splitlines()  # one line: no traceback wall
+    _says_the_fix(line)
+
+
+def test_vf_eval_of_the_tool_variant_records_the_envs_rewards_and_answers_with_its_feedback(tmp_path, humaneval,
+                                                                                             executor):
+    """--env.taskset.tools true: the coder calls submit_program (wrong, then the canonical solution on HumanEval/0, 2,
+    4); each program is stepped as it is, and the tool's answer is the feedback the env gave, in TRL's tool door's
+    words. A replay of the same programs in a fresh env gives the same rewards and answers."""
+    gym_id, max_turns = "ConvCodeWorld-CF-EF_full-v0", 1
+    tasks = humaneval.subset(limit=5)
+    with ScriptedOpenAIServer(EXAMPLE.scripted_tool_coder(tasks, _program)) as server:
+        episodes = _vf_eval(server, tmp_path, gym_id=gym_id, limit=5, max_turns=max_turns,
+                            extra=("--env.taskset.tools", "true"))
+        requests = server.chat_requests
+    assert requests and all(body["tools"][0]["function"] == SUBMIT_PROGRAM_TOOL["function"] for body in requests)
+    replay = gym.make(gym_id, dataset=humaneval, executor=executor, max_turns=max_turns)
+    for episode, task in zip(episodes, tasks):
+        assert episode["ok"] and not episode["errors"], episode["errors"]
+        (trace,) = episode["traces"]
+        replay.reset(options={"task_id": task.task_id})
+        rewards, answers = [], []
+        for turn in range(max_turns + 1):
+            obs, reward, terminated, truncated, info = replay.step(_program(task, turn))
+            rewards.append(reward)
+            if terminated or truncated:
+                break
+            answers.append(tool_answer(obs, info, terminated=False, left=max_turns + 1 - len(rewards)))
+        expected = 1.0 if _passes_at_turn_1(task) else 0.0
+        assert [step["reward"] for step in trace["info"]["convcodeworld"]["steps"]] == rewards, task.task_id
+        assert trace["rewards"]["env_reward"]["score"] == sum(rewards) == expected, (task.task_id, trace["rewards"])
+        messages = [node["message"] for node in trace["nodes"]]
+        assert [m["role"] for m in messages] == ["system", "user"] + ["assistant", "tool"] * len(answers) + ["assistant"]
+        assert [m["content"] for m in messages if m["role"] == "tool"] == answers, task.task_id
+        calls = [m["tool_calls"][0] for m in messages if m["role"] == "assistant"]
+        assert [json.loads(c["arguments"])["code"] for c in calls] == [_program(task, t) for t in range(len(rewards))]
+    replay.close()

@@ -6,6 +6,12 @@ feedback the id shows comes back as the next user turn, in the project's refinem
 ``OpenAIPolicy`` sends: the task, the previous code, and the compilation, execution and verbal feedback shown).
 The episode ends when a program passes, after ``max_turns`` feedback turns, or when the coder's own limits end the
 exchange.
+
+In the tool variant (the taskset's ``tools``) the coder submits each program by calling the ``submit_program`` tool
+(its ``code`` argument is the program, stepped as it is), and the env's feedback is the tool's result, in the words
+TRL's tool door answers (:func:`~convcodeworld_gym.training.tools.tool_answer`). A reply that calls no tool submits
+nothing and ends the episode (reward 0.0 unless an earlier program passed); a reply with several calls has its first
+``submit_program`` call judged, the others answered that one program is judged a turn.
 """
 
 from __future__ import annotations
@@ -15,11 +21,19 @@ import asyncio
 import verifiers.v1 as vf
 
 from convcodeworld_gym.policies.prompts import refinement_prompt
+from convcodeworld_gym.training.tools import tool_answer
 
 from .episode import make_env, raise_if_lost, step_record
+from .toolcalls import first_submission, tool_results
 from .taskset import TRACE_INFO_KEY, ConvCodeWorldTask
 
-__all__ = ["ConvCodeWorldLoop", "ConvCodeWorldLoopConfig"]
+__all__ = ["ConvCodeWorldLoop", "ConvCodeWorldLoopConfig", "submitted_program"]
+
+def submitted_program(segment: vf.Segment) -> tuple[str, str, list[str]] | None:
+    """The program a tool-variant reply submits (:func:`~convcodeworld.toolcalls.first_submission` of the tool calls
+    of the segment's last assistant message); None when it submits none."""
+    replies = [m for m in segment.messages if isinstance(m, vf.AssistantMessage)]
+    return first_submission((replies[-1].tool_calls or []) if replies else [])
 
 
 class ConvCodeWorldLoopConfig(vf.EnvConfig):
@@ -54,11 +68,20 @@ class ConvCodeWorldLoop(vf.Env[ConvCodeWorldLoopConfig]):
                 interaction.trace.info[TRACE_INFO_KEY] = episode
                 segment = await interaction.turn()
                 while not segment.terminated:
-                    obs, reward, terminated, truncated, info = await env.astep(segment.last_reply)
+                    call = submitted_program(segment) if task.data.tools else None
+                    if task.data.tools and call is None:
+                        break  # no tool call: nothing submitted
+                    obs, reward, terminated, truncated, info = await env.astep(call[1] if call else segment.last_reply)
                     raise_if_lost(spec.task_id, info)
                     episode["steps"].append(step_record(reward, terminated, truncated, info))
                     if terminated or truncated:
                         break
-                    segment = await interaction.turn(refinement_prompt(obs))
+                    if call is None:
+                        segment = await interaction.turn(refinement_prompt(obs))
+                    else:
+                        left = spec.max_turns + 1 - len(episode["steps"])
+                        segment = await interaction.turn(tool_results(call, tool_answer(obs, info, terminated=False,
+                                                                                          left=left)))
         finally:
             await asyncio.to_thread(env.close)
+

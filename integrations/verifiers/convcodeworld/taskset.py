@@ -1,7 +1,9 @@
 """The ConvCodeWorld taskset: one verifiers task per task of the chosen set, on one of the 9 ids.
 
 A task's prompt is what the project's LLM policy asks at turn 0 (BigCodeBench's instruct prompt, under
-:data:`~convcodeworld_gym.policies.prompts.SYSTEM_PROMPT`); its data names the episode (:class:`EpisodeSpec`'s
+:data:`~convcodeworld_gym.policies.prompts.SYSTEM_PROMPT`); in the tool variant (``tools``) it is the task under
+:data:`~convcodeworld_gym.training.tools.TOOL_SYSTEM_PROMPT`, with the ``submit_program`` tool, as TRL's tool door
+asks it. Its data names the episode (:class:`EpisodeSpec`'s
 fields), so a trace alone says which id, task set and task it played. The reward is the env's, recorded by
 :class:`~convcodeworld.env.ConvCodeWorldLoop` as it steps the episode; ``Task.validate`` runs the canonical solution
 in this machine's sandbox (``vf-validate``'s gold check).
@@ -17,10 +19,11 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 from convcodeworld_gym.combos import DEFAULT_MAX_TURNS
-from convcodeworld_gym.policies.prompts import SYSTEM_PROMPT, initial_prompt
-from convcodeworld_gym.training.shared import shared_executor, task_set
+from convcodeworld_gym.training.shared import shared_executor
+from convcodeworld_gym.training.tools import DEFAULT_ID, SUBMIT_PROGRAM_TOOL
 
 from .episode import GYM_IDS, EpisodeSpec, canonical_passes
+from .loading import DatasetUnavailable, first_turn, load_task_set
 
 __all__ = ["ConvCodeWorldConfig", "ConvCodeWorldTaskConfig", "ConvCodeWorldData", "ConvCodeWorldTask",
            "ConvCodeWorldTaskset", "episode_steps", "TRACE_INFO_KEY"]
@@ -42,7 +45,7 @@ class ConvCodeWorldTaskConfig(vf.TaskConfig):
 class ConvCodeWorldConfig(vf.TasksetConfig):
     """Which episodes the taskset holds (``--env.taskset.*``): the id, the task set and how much of it."""
 
-    gym_id: GymId = "ConvCodeWorld-CF-EF_full-v0"
+    gym_id: GymId = DEFAULT_ID
     """The feedback combination, as one of the 9 live ids (``ConvCodeWorld-CF-v0`` ... ``ConvCodeWorld-CF-EF_full-SEF-v0``)."""
     dataset: str = "bigcodebench"
     """``bigcodebench`` (``$CONVCODEWORLD_BIGCODEBENCH_PATH`` or the hub), ``humaneval``, or a task-file path."""
@@ -56,6 +59,9 @@ class ConvCodeWorldConfig(vf.TasksetConfig):
     """Feedback turns after turn 0 (the paper: 10, so at most 11 programs)."""
     feedback_style: Literal["reference", "rich"] = "reference"
     """The execution feedback's text: the one the paper's models saw, or the richer one (see the README)."""
+    tools: bool = False
+    """The tool variant: the model submits each program by calling the ``submit_program`` tool, and the env's
+    feedback comes back as the tool's result (else: a fenced program per reply, feedback as the next user turn)."""
     task: ConvCodeWorldTaskConfig = ConvCodeWorldTaskConfig()
 
 
@@ -67,6 +73,8 @@ class ConvCodeWorldData(vf.TaskData):
     dataset: str
     max_turns: int
     feedback_style: str = "reference"
+    tools: list[dict[str, Any]] | None = None
+    """The tool variant's tools (the ``submit_program`` schema), sent with each model request; None: chat variant."""
 
 
 def episode_steps(trace: vf.Trace) -> list[dict[str, Any]]:
@@ -124,11 +132,20 @@ class ConvCodeWorldTask(vf.Task[ConvCodeWorldData, vf.State, ConvCodeWorldTaskCo
 class ConvCodeWorldTaskset(vf.Taskset[ConvCodeWorldTask, ConvCodeWorldConfig]):
     """The tasks of ``config.dataset`` the env of ``config.gym_id`` plays: the same default set as ``gym.make``
     (tasks this runtime cannot run, or only an in-process judge can judge, are left out, with a logged warning),
-    or ``config.task_ids``; then ``config.limit``."""
+    or ``config.task_ids``; then ``config.limit``.
+
+    A task set that cannot be loaded (BigCodeBench offline, with no ``$CONVCODEWORLD_BIGCODEBENCH_PATH``) ends the
+    verifiers CLI that loads it with one line (``SystemExit``, as verifiers' CLIs end on a config error) naming the
+    dataset, the variable and ``dataset humaneval``; :func:`~convcodeworld.loading.load_environment` raises
+    :class:`~convcodeworld.loading.DatasetUnavailable` with the same line before any of this runs."""
 
     def load(self) -> Iterator[ConvCodeWorldTask]:
         config = self.config
-        env = gym.make(config.gym_id, dataset=task_set(config.dataset), task_ids=config.task_ids, stdlib_only=config.stdlib_only,
+        try:
+            tasks_of_set = load_task_set(config.dataset)
+        except DatasetUnavailable as exc:
+            raise SystemExit(str(exc)) from None
+        env = gym.make(config.gym_id, dataset=tasks_of_set, task_ids=config.task_ids, stdlib_only=config.stdlib_only,
                        limit=config.limit, max_turns=config.max_turns, executor=shared_executor(config.task.runtime))
         try:
             tasks = list(env.unwrapped.tasks)
@@ -139,13 +156,14 @@ class ConvCodeWorldTaskset(vf.Taskset[ConvCodeWorldTask, ConvCodeWorldConfig]):
                 ConvCodeWorldData(
                     id=task.task_id,
                     name=task.task_id,
-                    prompt=initial_prompt(task.prompt),
-                    system_prompt=SYSTEM_PROMPT,
+                    prompt=first_turn(task, config.tools)[1],
+                    system_prompt=first_turn(task, config.tools)[0],
                     task_id=task.task_id,
                     gym_id=config.gym_id,
                     dataset=config.dataset,
                     max_turns=config.max_turns,
                     feedback_style=config.feedback_style,
+                    tools=[SUBMIT_PROGRAM_TOOL] if config.tools else None,
                 ),
                 config.task,
             )
