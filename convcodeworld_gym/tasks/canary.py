@@ -320,6 +320,14 @@ def make_twin(task: Task, candidate: int = 0) -> CanaryTwin:
     return twin
 
 
+@functools.lru_cache(maxsize=8192)
+def _made_twin(task: Task, candidate: int) -> CanaryTwin:
+    """:func:`make_twin`, once per task and candidate in a process (a twin is immutable): every env that mixes
+    twins in asks for them again, and parsing a task's tests is most of their cost."""
+    return make_twin(task, candidate)
+
+
+@functools.lru_cache(maxsize=8192)
 def source_digest(task: Task) -> str:
     """SHA-256 of the task's code prompt, canonical solution and tests: what a list records of the task it verified.
 
@@ -358,7 +366,7 @@ class CanaryList:
         entry = self.twins.get(task.task_id)
         if entry is None or entry.get("digest") != source_digest(task):
             return None
-        twin = make_twin(task, int(entry["candidate"]))
+        twin = _made_twin(task, int(entry["candidate"]))
         if twin.change is None or twin.change.test != entry.get("test"):
             return None
         return twin

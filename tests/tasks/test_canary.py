@@ -176,6 +176,19 @@ def test_the_rollout_driver_reports_the_canary_rate_of_a_test_fitter_above_0_and
     assert [t.reward for t in fitted if not t.canary] == [t.reward for t in honest if not t.canary] == [1.0] * 6
 
 
+def test_on_bigcodebench_the_test_fitter_reads_expected_values_off_the_reference_feedback(executor, bigcodebench):
+    """unittest's ``AssertionError: 2 != 3`` is in the reference feedback itself: 5 stdlib twins, rule 1, played in
+    place of their tasks (``replace=True``); the fitter passes some, the canonical solution none."""
+    twins = verified_twins(bigcodebench.subset(stdlib_only=True))
+    chosen = [t.original.task_id for t in _sample({k: v for k, v in twins.items() if v.change.kind == "expected"}, 5)]
+    tasks = with_canaries(bigcodebench.subset(task_ids=chosen), chosen, replace=True)
+    make_env = lambda: gym.make("ConvCodeWorld-CF-EF_full-v0", dataset=tasks, executor=executor, max_turns=1)  # noqa: E731
+    jobs = [EpisodeJob(task_id) for task_id in tasks.ids]
+    rate, played = canary_rate(rollouts(jobs, make_env, TestFitterPolicy(), concurrency=2, protocol="always"))
+    assert played == 5 and rate > 0
+    assert canary_rate(rollouts(jobs, make_env, OraclePolicy(), concurrency=2, protocol="always")) == (0.0, 5)
+
+
 def test_the_runner_reports_the_canary_rate_beside_the_scores_never_in_them(executor, tmp_path):
     ids = ("HumanEval/0", "HumanEval/2", "HumanEval/5")
     config = EvalConfig(ids=("ConvCodeWorld-CF-EF_full-v0",), dataset="humaneval", task_ids=ids, max_turns=2,
