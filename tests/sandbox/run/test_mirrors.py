@@ -421,6 +421,9 @@ def test_every_table_class_the_judge_can_load_rebuilds():
         except LookupError as exc:  # a class of another version of the library (the table holds each version's)
             assert str(exc).endswith("is not in the judge's version of its library"), exc
             continue
+        if issubclass(cls, __import__("enum").Enum):  # an enum crosses as a member, by its value
+            assert cls(next(iter(cls)).value) is next(iter(cls))
+            continue
         made = tuple.__new__(cls, ()) if issubclass(cls, tuple) else cls.__new__(cls)
         assert type(made) is cls
         checked += 1
