@@ -149,3 +149,12 @@ def test_the_runners_report_gives_the_share_of_episodes_with_a_regression_per_id
               if row["task_id"] == TASK and row["turn"] == 2]
     assert [row["regressed_tests"] for row in logged] == [EXPECT_FALSE, EXPECT_FALSE]
     assert report.scores["CF-EF_full"].recall == 0.0  # rewards and scores as before: nothing passed
+    old_log = tmp_path / "old"  # a log written before rows carried regressed_tests reads the same
+    old_log.mkdir()
+    for name in ("turns.jsonl", "metadata.json"):
+        rows = (tmp_path / "run" / name).read_text()
+        if name == "turns.jsonl":
+            rows = "".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "regressed_tests"}) + "\n"
+                           for line in rows.splitlines())
+        (old_log / name).write_text(rows)
+    assert write_report(old_log)[0].regressions == report.regressions

@@ -2,9 +2,11 @@
 
 Both are facts for the people who train or evaluate a policy to read, next to the scores and never part of them:
 
-* **Regressions** (:mod:`~convcodeworld_gym.regressions`): a row's ``regressed_tests`` names the tests a program of an
-  earlier turn of its episode passed and this one fails. Per combination: the share of episodes with at least one
-  such turn, and per turn the share of the episodes that played that turn whose program there broke a test.
+* **Regressions** (:mod:`~convcodeworld_gym.regressions`): the tests a program of an earlier turn of its episode passed
+  and this one fails, worked out from each row's per-test outcomes as the env works them out (so a log written
+  before rows carried ``regressed_tests`` is read alike; a static run's own turn-0 row, judged outside its
+  episodes, takes no part). Per combination: the share of episodes with at least one such turn, and per turn the
+  share of the episodes that played that turn whose program there broke a test.
 * **Canaries** (:mod:`~convcodeworld_gym.tasks.canary`): rows of a canary twin (``canary``) are left out of Pass@1,
   MRR and Recall; the share of twin episodes whose program passed the twin's tests is the canary pass rate. An honest
   policy's is 0: a pass there is a program fitted to a test that contradicts the task's description.
@@ -25,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..records import TurnRecord, group_episodes
+from ..regressions import TestHistory
 from .log_scores import combinations
 
 __all__ = ["RegressionShares", "CanaryRate", "split_canaries", "regression_shares", "canary_rates"]
@@ -97,9 +100,9 @@ def _verdicts(rows: Iterable[TurnRecord]) -> dict[str, list[list[TurnRecord]]]:
 def regression_shares(rows: Iterable[TurnRecord]) -> dict[str, RegressionShares]:
     """:class:`RegressionShares` per combination (the paper's order) of the episodes in ``rows``.
 
-    >>> row = lambda task, turn, broke: TurnRecord("CF-EF_full", task, turn, "", "", "", "", "", True, False, 0.0, 0.0,
-    ...                                            regressed_tests=["test_1"] if broke else [])
-    >>> shares = regression_shares([row("a", 0, False), row("a", 1, False), row("a", 2, True), row("b", 0, False)])
+    >>> row = lambda task, turn, ok: TurnRecord("CF-EF_full", task, turn, "", "", "", "", "", True, False, 0.0, 0.0,
+    ...                                         tests=[{"name": "test_1", "outcome": "passed" if ok else "failed"}])
+    >>> shares = regression_shares([row("a", 0, False), row("a", 1, True), row("a", 2, False), row("b", 0, False)])
     >>> shares["CF-EF_full"].share, shares["CF-EF_full"].per_turn
     (0.5, {0: (2, 0), 1: (1, 0), 2: (1, 1)})
     """
@@ -110,14 +113,29 @@ def regression_shares(rows: Iterable[TurnRecord]) -> dict[str, RegressionShares]
         per_turn: dict[int, list[int]] = {}
         regressed = 0
         for turns in episodes.get(name, []):
-            regressed += any(row.regressed_tests for row in turns)
-            for row in turns:
+            broke = _regressions(turns)
+            regressed += any(broke)
+            for row, tests in zip(turns, broke):
                 counts = per_turn.setdefault(row.turn, [0, 0])
                 counts[0] += 1
-                counts[1] += bool(row.regressed_tests)
+                counts[1] += bool(tests)
         out[name] = RegressionShares(len(episodes.get(name, [])), regressed,
                                      {turn: (played, broke) for turn, (played, broke) in sorted(per_turn.items())})
     return out
+
+
+def _regressions(turns: list[TurnRecord]) -> list[list[str]]:
+    """Per row of one episode (turns in order), the tests it broke: the env's ``info["regressed_tests"]``, worked out
+    again from the rows' per-test outcomes. A static run's turn-0 row (its own program, judged outside the episode)
+    breaks nothing and is no part of the history.
+
+    >>> row = lambda turn, outcome: TurnRecord("CF", "t", turn, "", "", "", "", "", True, False, 0.0, 0.0,
+    ...                                        tests=[{"name": "a", "outcome": outcome}])
+    >>> _regressions([row(0, "passed"), row(1, "error"), row(2, "error")])
+    [[], ['a'], ['a']]
+    """
+    history = TestHistory()
+    return [[] if row.reference and row.turn == 0 else history.judge(row.tests) for row in turns]
 
 
 def canary_rates(rows: Iterable[TurnRecord]) -> dict[str, CanaryRate]:
