@@ -7,7 +7,8 @@ routes (``/reset`` and ``/step`` are stateless there: a fresh env per request). 
 (``areset`` / ``astep``) on one event loop and all of them share one sandbox executor, so no session waits on
 another. See docs/scale.md, *Episodes over the network*.
 
-Everything here but :mod:`.backend`, :mod:`.guard`, :mod:`.secrets` and :mod:`.command` needs the ``openenv``
+Everything here but :mod:`.backend`, :mod:`.guard`, :mod:`.binding`, :mod:`.public`, :mod:`.protocol` (which imports
+uvicorn when called), :mod:`.secrets` and :mod:`.command` needs the ``openenv``
 extra (``pip install 'convcodeworld-gym[openenv]'``); the core install never imports it. A missing extra is a
 :class:`~convcodeworld_gym.errors.DependencyNotInstalled` that says so (:func:`require_openenv`), also for the names
 below, which load their module on first use.
@@ -21,7 +22,7 @@ Holds:
     FeedbackObservation    the observation: the feedback fields, turn, done, reward (:mod:`.models`)
     EpisodeState           the state: env id, task id, turn (:mod:`.models`)
     Backend                what every session of a server shares: the executor, the task set, the limits (:mod:`.backend`)
-    ServerLimits           sessions, request size, episode time, idle time (:mod:`.backend`)
+    ServerLimits           sessions, request size, episode time, idle time, request time (:mod:`.backend`)
     build_app              the server's ASGI app (:mod:`.app`)
     serve                  run the server until it is stopped (:mod:`.app`)
 """
