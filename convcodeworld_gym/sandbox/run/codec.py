@@ -351,7 +351,7 @@ class Codec:
                 return None
             if not _DTYPE_STR.match(v.dtype.str):
                 return ["x", f"the numpy scalar type {v.dtype} is not data"]
-            return ["npv", v.dtype.str, _b64(np.asarray(v).tobytes())]
+            return ["npv", v.dtype.str, _b64(np.asarray(v).tobytes() if v.dtype.itemsize else b"")]  # b'' is |S0
         if t is np.dtype or isinstance(v, np.dtype):
             if _DTYPE_STR.match(v.str) or v.str == "|O":
                 return ["npdt", v.str]
@@ -611,6 +611,8 @@ class Codec:
             data = _unb64(a[1])
             if len(data) != dtype.itemsize:
                 raise CodecError("malformed numpy scalar")
+            if not dtype.itemsize:  # an empty bytes or str scalar (numpy reads none from a buffer)
+                return dtype.type()
             return np.frombuffer(data, dtype=dtype)[0]
         text = _str(a[0])
         return np.dtype(object) if text == "|O" else np.dtype(_dtype(text))

@@ -393,11 +393,13 @@ def _method(owner: Any, name: Any, made: set[int]) -> Any:
 
 
 def _checked_keys(part: Any, cls: type, consumed: frozenset[str] = frozenset()) -> dict:
-    """A state's dict, its keys names that are neither dunders (but those its ``__setstate__`` consumes) nor
-    memory-address protocols."""
+    """A state's dict, its keys names that are neither dunders (but those its ``__setstate__`` consumes, and a
+    ``__doc__`` of text) nor memory-address protocols."""
     if type(part) is not dict:
         raise MirrorRefused(f"a {cls.__qualname__} object's state is no dict")
-    for name in part:
+    for name, value in part.items():
+        if name == "__doc__" and (value is None or type(value) is str):
+            continue  # a docstring of its own (statsmodels' results wrappers copy their results'): inert text
         if type(name) is not str or name in POINTER_PROTOCOLS or \
                 (name.startswith("__") and name.endswith("__") and name not in consumed):
             raise MirrorRefused(f"the mirror sets {str(name)[:40]!r} on a {cls.__qualname__} object, which the judge "
@@ -420,16 +422,12 @@ def _plain(value: Any, depth: int = 0) -> bool:
 
 def _reviewed_state(state: Any, cls: type, reviewed: Setstate) -> Any:
     """``state`` as a reviewed ``__setstate__`` may be given it: a sequence of plain data of its length, or a dict
-    whose keys pass :func:`_checked_keys` and its guards."""
+    whose keys pass :func:`_checked_keys`."""
     if reviewed.sequence is not None:
         if type(state) not in (list, tuple) or len(state) != reviewed.sequence or not _plain(state):
             raise MirrorRefused(f"a {cls.__qualname__} object's state is no sequence of {reviewed.sequence} plain values")
         return state
-    state = _checked_keys(state, cls, reviewed.consumed)
-    for name, rule in reviewed.guards.items():
-        if name in state and (rule == "absent" or state[name] is not None):
-            raise MirrorRefused(f"the mirror gives a {cls.__qualname__} object a {name}, which the judge refuses")
-    return state
+    return _checked_keys(state, cls, reviewed.consumed)
 
 
 def _give_state(obj: Any, state: Any, items: Any, entries: Any) -> None:

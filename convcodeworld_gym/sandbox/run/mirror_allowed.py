@@ -26,7 +26,7 @@ Holds:
     DECIDING               the operations by which a test compares a value with its own
     REVIEWED               the deciding operations of mirrored classes that were read and found honest
     REVIEWED_SETSTATE      the ``__setstate__`` methods of mirrored classes that were read and found to store data
-    SETSTATE_GUARDS        keys a reviewed ``__setstate__`` acts on that the judge takes only as None, or not at all
+    SETSTATE_NEVER_CALLED  library ``__setstate__`` methods the judge never calls (a plain update instead), and why
     SETSTATE_SEQUENCE      reviewed ``__setstate__`` methods whose state is a sequence of plain data
     Setstate               a reviewed ``__setstate__`` and what it may be given
     setstate_of            the reviewed ``__setstate__`` of a class, or None for a plain update
@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 
 from .mirror_table import CALLABLES, CLASSES
 
-__all__ = ["MIRRORED_ROOTS", "POINTER_PROTOCOLS", "DECIDING", "REVIEWED", "REVIEWED_SETSTATE", "SETSTATE_GUARDS",
+__all__ = ["MIRRORED_ROOTS", "POINTER_PROTOCOLS", "DECIDING", "REVIEWED", "REVIEWED_SETSTATE", "SETSTATE_NEVER_CALLED",
            "SETSTATE_SEQUENCE", "LAZY_DESCRIPTORS", "BOUND_BUILTIN_METHODS", "Setstate",
            "key_of", "table_class", "table_callable", "screen_refusal", "class_refusal", "setstate_of", "root_of"]
 
@@ -127,12 +127,6 @@ REVIEWED_SETSTATE: dict[str, frozenset[str]] = {
     "matplotlib.spines.Spines.__setstate__": frozenset(),
     # the version popped and compared (a warning); the dict stored
     "sklearn.base.BaseEstimator.__setstate__": frozenset(),
-    # the dict stored; a jinja2 template compiled from the state's source, or loaded by the state's name: both
-    # refused (SETSTATE_GUARDS), since a template is code the judge would run when the test renders the map
-    "branca.element.Element.__setstate__": frozenset(),
-    # the dict stored; a model's design rebuilt by patsy from the state's formula: refused (SETSTATE_GUARDS), since
-    # patsy evaluates a formula's terms as Python
-    "statsmodels.base.data.ModelData.__setstate__": frozenset(),
     # the dict stored
     "statsmodels.base.wrapper.ResultsWrapper.__setstate__": frozenset(),
     # (a sequence: SETSTATE_SEQUENCE) an image: its tiles cleared; info, mode and size stored, its pixels made by
@@ -141,12 +135,14 @@ REVIEWED_SETSTATE: dict[str, frozenset[str]] = {
     # (a sequence) the numbers of a key stored; its blinding factors marked to be computed, a lock made
     "rsa.key.PublicKey.__setstate__": frozenset(), "rsa.key.PrivateKey.__setstate__": frozenset(),
 }
-#: What a reviewed ``__setstate__`` that acts on a key may be given there: ``"none"`` (only None) or ``"absent"``
-#: (not the key at all); anything else is refused. branca would compile a template from the program's source (a
-#: template is code: ``{{ ''.__class__... }}``); statsmodels would have patsy evaluate the program's formula.
-SETSTATE_GUARDS: dict[str, dict[str, str]] = {
-    "branca.element.Element.__setstate__": {"_template_str": "none", "_template_name": "none"},
-    "statsmodels.base.data.ModelData.__setstate__": {"restore_design_info": "absent"},
+#: Library ``__setstate__`` methods the judge never calls, each with why: the state goes in by a plain update of the
+#: object's dict instead, as data. branca's would compile a jinja2 template from the state's ``_template_str`` (a
+#: template is code: ``{{ ''.__class__.__mro__ ... }}`` runs when the map renders; folium's own elements carry
+#: template sources, so refusing them would refuse every map): the object keeps its class's own template.
+#: statsmodels' would have patsy evaluate the state's formula (Python) to rebuild a model's design.
+SETSTATE_NEVER_CALLED: dict[str, str] = {
+    "branca.element.Element.__setstate__": "it compiles the state's template source (code) with jinja2",
+    "statsmodels.base.data.ModelData.__setstate__": "it has patsy evaluate the state's formula (Python)",
 }
 #: Reviewed ``__setstate__`` methods whose state is a sequence of plain data (numbers, strings, bytes and their
 #: containers) of this length, not a dict.
@@ -223,18 +219,18 @@ def _deciding(cls: type) -> tuple[str, ...]:
 
 
 class Setstate(NamedTuple):
-    """A reviewed ``__setstate__``: the function, the dunder keys it consumes, the keys it is guarded on
-    (:data:`SETSTATE_GUARDS`), and the length of its state where that is a sequence (:data:`SETSTATE_SEQUENCE`)."""
+    """A reviewed ``__setstate__``: the function, the dunder keys it consumes, and the length of its state where that
+    is a sequence (:data:`SETSTATE_SEQUENCE`)."""
 
     function: types.FunctionType
     consumed: frozenset[str]
-    guards: dict[str, str]
     sequence: int | None
 
 
 def setstate_of(cls: type) -> Setstate | None:
     """The reviewed library ``__setstate__`` that rebuilds an object of ``cls``, or None for a plain update of its
-    dict; raises ``LookupError`` (saying which) for one that no one has reviewed."""
+    dict (its class has none, or one the judge never calls: :data:`SETSTATE_NEVER_CALLED`); raises ``LookupError``
+    (saying which) for one that no one has reviewed."""
     for klass in cls.__mro__:
         found = klass.__dict__.get("__setstate__")
         if found is None:
@@ -243,9 +239,11 @@ def setstate_of(cls: type) -> Setstate | None:
         if not isinstance(module, str) or root_of(module) not in MIRRORED_ROOTS:
             return None  # the standard library's (object's own, or a builtin base's): a plain update
         name = f"{module}.{klass.__qualname__}.__setstate__"
+        if name in SETSTATE_NEVER_CALLED:
+            return None
         if name not in REVIEWED_SETSTATE or not isinstance(found, types.FunctionType):
             raise LookupError(f"its state goes in by {name}, which no one has reviewed")
-        return Setstate(found, REVIEWED_SETSTATE[name], SETSTATE_GUARDS.get(name, {}), SETSTATE_SEQUENCE.get(name))
+        return Setstate(found, REVIEWED_SETSTATE[name], SETSTATE_SEQUENCE.get(name))
     return None
 
 

@@ -446,43 +446,35 @@ def test_an_unreviewed_comparison_in_a_library_class_is_refused():
     assert class_refusal(matplotlib.Line2D) is None
 
 
-def test_a_reviewed_setstate_never_gets_the_key_it_would_run_as_code(monkeypatch):
+def test_a_setstate_that_would_run_the_states_text_is_never_called(monkeypatch):
     """branca's ``Element.__setstate__`` compiles a jinja2 template from its state's ``_template_str`` (a template is
     code: ``{{ ''.__class__.__mro__ ... }}`` runs when the test renders the map), and statsmodels' ``ModelData``
-    has patsy evaluate its state's formula. The pickle intake ran both on the program's word. A guarded setstate is
-    given such a key only as None (or not at all): shown on a stand-in library class with the same guard."""
+    has patsy evaluate its state's formula. The pickle intake ran both on the program's word. The judge never calls
+    them: the state goes in as data by a plain update (shown on a stand-in library class listed the same way)."""
     import sys
     import types
 
     from convcodeworld_gym.sandbox.run import mirror_allowed
 
-    assert mirror_allowed.SETSTATE_GUARDS["branca.element.Element.__setstate__"] == {
-        "_template_str": "none", "_template_name": "none"}
-    assert mirror_allowed.SETSTATE_GUARDS["statsmodels.base.data.ModelData.__setstate__"] == {
-        "restore_design_info": "absent"}
+    assert set(mirror_allowed.SETSTATE_NEVER_CALLED) == {"branca.element.Element.__setstate__",
+                                                        "statsmodels.base.data.ModelData.__setstate__"}
     module = types.ModuleType("matplotlib._ccw_templated")
     compiled: list = []
 
     class Templated:
         def __setstate__(self, state):
-            if state.get("_template_str") is not None or "restore_design_info" in state:
-                compiled.append(state)  # what branca and statsmodels would run
+            compiled.append(state)  # what branca and statsmodels would compile or evaluate
             self.__dict__.update(state)
 
     Templated.__module__, Templated.__qualname__ = module.__name__, "Templated"
     module.Templated = Templated
-    name = f"{module.__name__}.Templated.__setstate__"
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setitem(CLASSES, f"{module.__name__}:Templated", "a test entry")
-    monkeypatch.setitem(mirror_allowed.REVIEWED_SETSTATE, name, frozenset())
-    monkeypatch.setitem(mirror_allowed.SETSTATE_GUARDS, name, {"_template_str": "none", "restore_design_info": "absent"})
-
-    def tree(state: list) -> list:
-        return ["mirror", ["r", "obj", 1], [[1, f"{module.__name__}:Templated", ["d", state], None, None, None]]]
-
-    for state in (["_template_str", "{{ ''.__class__.__mro__[1].__subclasses__() }}"], ["restore_design_info", None]):
-        with pytest.raises(MirrorRefused, match="which the judge refuses"):
-            Mirrors().load(tree(state))
-    assert compiled == []
-    rebuilt = Mirrors().load(tree(["_template_str", None, "_name", "Map"]))
-    assert type(rebuilt) is Templated and rebuilt._name == "Map" and compiled == []
+    tree = ["mirror", ["r", "obj", 1], [[1, f"{module.__name__}:Templated",
+                                         ["d", ["_template_str", "{{ ''.__class__.__mro__[1].__subclasses__() }}"]],
+                                         None, None, None]]]
+    with pytest.raises(MirrorRefused, match="no one has reviewed"):  # an unread setstate: refused whole
+        Mirrors().load(tree)
+    monkeypatch.setitem(mirror_allowed.SETSTATE_NEVER_CALLED, f"{module.__name__}.Templated.__setstate__", "a test")
+    rebuilt = Mirrors().load(tree)
+    assert type(rebuilt) is Templated and rebuilt._template_str.startswith("{{") and compiled == []
