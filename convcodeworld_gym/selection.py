@@ -178,7 +178,7 @@ def select_tasks(
 
     Made once per process for the same task set (:func:`~convcodeworld_gym.tasks.load_tasks` gives a set named by a
     string as the same object), ``task_ids``, ``stdlib_only``, ``allow_forgeable`` and runtime (``probe``'s
-    interpreter and its :meth:`~.RuntimeProbe.identity`); the same :class:`Selection` object is returned again.
+    interpreter and its :meth:`~.sandbox.runtimes.needs.RuntimeProbe.identity`); the same :class:`Selection` object is returned again.
     With ``warn``, a default set that leaves tasks out logs :meth:`Selection.warning` once per process.
 
     Raises:

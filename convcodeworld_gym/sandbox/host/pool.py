@@ -530,7 +530,7 @@ class SandboxExecutor(Executor):
         return self._run(task, program, None)
 
     async def arun(self, task: Task, program: str) -> ExecutionResult:
-        """:meth:`run`, awaited in the executor's FIFO pool (:meth:`.Executor.arun`); cancelled, the run is killed at
+        """:meth:`run`, awaited in the executor's FIFO pool (:meth:`.executor.Executor.arun`); cancelled, the run is killed at
         once on its slot where the slot has a cgroup (as a limit ends it; elsewhere it ends at its limits), a run
         still queued never starts, and neither is retried or cached. A calibration the run waits on is shared with
         other callers: it is never killed."""
