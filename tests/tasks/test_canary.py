@@ -91,7 +91,10 @@ def test_every_listed_twin_fails_its_canonical_solution_in_the_sandbox(dataset, 
     tasks = request.getfixturevalue(dataset)
     twins = verified_twins(tasks)
     verdicts = check_twins(executor, [(twin, 0) for twin in twins.values()])
-    assert [f"{v.task_id}: {v.reason}" for v in verdicts if not v.holds] == []
+    # A verdict that does not hold is checked once more: under the load of the whole set a slow task can run out of
+    # its time limit (BigCodeBench/102's canonical solution, a seaborn pairplot of 60 s, once failed its own task so).
+    again = check_twins(executor, [(twins[v.task_id], 0) for v in verdicts if not v.holds])
+    assert [f"{v.task_id}: {v.reason}" for v in again if not v.holds] == []
 
 
 def test_the_build_keeps_a_twin_only_where_the_canonical_solution_fails_the_changed_test(executor, tmp_path):
