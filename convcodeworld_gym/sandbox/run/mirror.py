@@ -10,7 +10,7 @@ is then computed in the judge.
 
 The program owns its process, so whatever crosses may be forged. Nothing in a mirror is loaded as code or as a
 pickle, and the judge calls nothing with arguments the program chose, except the typed constructors below. A mirror
-is the tree ``["mirror", root, objects]``:
+is the tree ``["mirror", root, objects, boxes]``:
 
 * ``root`` is a :mod:`.codec` tree (data: numbers, strings, containers, numpy arrays, pandas frames ...) in which
   library objects and callables appear only as references;
@@ -29,7 +29,9 @@ The references inside the trees (the codec's ``["r", ...]``):
 * ``["r", "fn", key]``: a library function or class of the table's callables, as a value (a callback);
 * ``["r", "enum", key, value]``: the member of a table's enum class whose value (a string or an int) that is;
 * ``["r", "meth", owner, name]``: a library method bound to a listed object, or ``remove``/``close`` of a plain
-  container (an artist's ``_remove_method``);
+  container (an artist's ``_remove_method``), that container then being ``["r", "box", index]``, one of ``boxes``:
+  each sent once however many methods are bound to it (a figure's hundred labels all hold its axes' ``remove``),
+  and decoded once its objects are made, before any state;
 * ``["r", "new", name, args]``: one of three typed constructors: ``"partial"`` (``functools.partial`` of
   ``[func, args, kwargs]``, a callable that is itself one of these references or the program's, a tuple and a dict
   of names), ``"object"`` (a bare ``object()``, a sentinel) and ``"count"`` (``itertools.count`` of numbers);
@@ -146,6 +148,9 @@ class _Lister:
         self.admit, self.admit_callable = admit, admit_callable
         self.listed: dict[int, Any] = {} if listed is None else listed
         self.todo: list[tuple[Any, tuple]] = []
+        self.boxes: list = []  # the trees of plain containers that methods are bound to
+        self.box_index: dict[int, int] = {}
+        self.keep: list = []
 
     def tree(self, value: Any) -> Any:
         return _MirrorCodec(self._export, None, _LIMITS).encode(value)
@@ -166,9 +171,10 @@ class _Lister:
         if isinstance(obj, (types.MethodType, types.BuiltinMethodType)) and owner is not None \
                 and not isinstance(owner, (type, types.ModuleType)):
             name = obj.__name__
-            if (isinstance(obj, types.MethodType) and self.admit(type(owner))) or \
-                    (type(owner) in (list, dict, set) and name in BOUND_BUILTIN_METHODS):
+            if isinstance(obj, types.MethodType) and self.admit(type(owner)):
                 return ["r", "meth", self.tree(owner), name]
+            if type(owner) in (list, dict, set) and name in BOUND_BUILTIN_METHODS:
+                return ["r", "meth", self._box(owner), name]
         cls = type(obj)
         if isinstance(obj, enum.Enum) and self.admit(cls) and type(obj.value) in (str, int):
             return ["r", "enum", key_of(cls), obj.value]  # a member by its value (matplotlib's CapStyle.butt)
@@ -184,6 +190,17 @@ class _Lister:
                 return ["r", "obj", id(obj)]
         return ["r", "mine", *self.by_reference(obj)]
 
+    def _box(self, container: Any) -> list:
+        """A plain container a method is bound to (an Axes' children, whose ``remove`` each artist holds), sent once
+        in the mirror's boxes however many methods are bound to it: ``["r", "box", index]``."""
+        index = self.box_index.get(id(container))
+        if index is None:
+            index = self.box_index[id(container)] = len(self.boxes)
+            self.boxes.append(None)
+            self.keep.append(container)  # alive while the mirror is made, so that its id is not reused
+            self.boxes[index] = self.tree(container)
+        return ["r", "box", index]
+
     def mirror(self, value: Any) -> list:
         root = self.tree(value)
         objects: list = []
@@ -195,7 +212,7 @@ class _Lister:
                             None if entries is None else self.tree(entries),
                             None if members is None else self.tree(members)])
         self.tagged.update(self.listed)
-        return ["mirror", root, objects]
+        return ["mirror", root, objects, self.boxes]
 
 
 def snapshot(obj: Any, tagged: dict[int, Any], by_reference: Callable[[Any], list],
@@ -244,13 +261,14 @@ class Mirrors:
         """Rebuild a mirror from the program's process (see the module docstring); :class:`MirrorRefused` if not.
         ``by_reference`` turns the ``["mine", handle, claim, capabilities]`` of a program object (or ``["yours",
         handle]`` of the judge's own) into what it stands for; without one, such a mirror is refused."""
-        if not (type(tree) is list and len(tree) == 3 and tree[0] == "mirror" and type(tree[2]) is list):
+        if not (type(tree) is list and len(tree) in (3, 4) and tree[0] == "mirror" and type(tree[2]) is list
+                and (len(tree) == 3 or type(tree[3]) is list)):
             raise MirrorRefused("a malformed mirror")
-        if len(tree[2]) > MAX_OBJECTS:
+        if len(tree[2]) > MAX_OBJECTS or len(tree) == 4 and len(tree[3]) > MAX_OBJECTS:
             raise MirrorRefused(f"a mirror of more than {MAX_OBJECTS} objects")
         build = _Build(self, by_reference)
         try:
-            return build.run(tree[1], tree[2])
+            return build.run(tree[1], tree[2], tree[3] if len(tree) == 4 else [])
         except MirrorRefused:
             raise
         except RecursionError:
@@ -286,9 +304,10 @@ class _Build:
         self.made: dict[int, Any] = {}
         self.classes: dict[int, type] = {}
         self.made_ids: set[int] = set()
+        self.boxes: list = []
         self.references: dict[int, Any] = {}  # id -> the stand-ins this mirror's references became
 
-    def run(self, root: Any, objects: list) -> Any:
+    def run(self, root: Any, objects: list, boxes: list) -> Any:
         tuples = []
         for entry in objects:
             if not (type(entry) is list and len(entry) == 6 and type(entry[0]) is int):
@@ -308,6 +327,11 @@ class _Build:
         for tag, _, _, _, _, members in reversed(tuples):  # made of their members: after them (listed later)
             self.made[tag] = self.mirrors._object(tag, self.classes[tag], self.value(members))  # noqa: SLF001
             self.made_ids.add(id(self.made[tag]))
+        for box in boxes:  # plain containers that methods are bound to: after the objects they hold are made
+            found = self.value(box)
+            if type(found) not in (list, dict, set):
+                raise MirrorRefused("a box of the mirror holds no plain container")
+            self.boxes.append(found)
         for tag, _, state, items, entries, _ in reversed(objects):
             obj = self.made[tag]
             _give_state(obj, self.value(state), None if items is None else self.value(items),
@@ -335,6 +359,8 @@ class _Build:
                 return table_callable(ref[1])
             except LookupError as exc:
                 raise MirrorRefused(str(exc)) from None
+        if kind == "box" and len(ref) == 2 and type(ref[1]) is int and 0 <= ref[1] < len(self.boxes):
+            return self.boxes[ref[1]]
         if kind == "enum" and len(ref) == 3:
             return _member(ref[1], ref[2])
         if kind == "meth" and len(ref) == 3:
