@@ -158,3 +158,10 @@ def test_the_runners_report_gives_the_share_of_episodes_with_a_regression_per_id
                            for line in rows.splitlines())
         (old_log / name).write_text(rows)
     assert write_report(old_log)[0].regressions == report.regressions
+
+
+def test_the_outcomes_a_logged_test_passes_with_are_the_sandboxs():
+    from convcodeworld_gym.regressions import OK_OUTCOMES
+    from convcodeworld_gym.sandbox.result import Outcome
+
+    assert OK_OUTCOMES == {outcome.value for outcome in Outcome if outcome.ok}

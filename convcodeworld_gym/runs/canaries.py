@@ -4,7 +4,7 @@ A candidate twin holds when, run in the sandbox as the env runs a reply, the tas
 itself, passes every test of the twin but the changed one, and fails the changed one (an assertion failure or an
 error: never a timeout, a crash or a lost run, which would say nothing of the change). ``convcodeworld canaries build``
 tries each task's candidates in the rule's order, at most ``max_candidates`` of them, and lists the first that holds
-(or why none did). The twin is run with its task's judge mode and time limits (:meth:`.Executor.derive`): its
+(or why none did). The twin is run with its task's judge mode and time limits (:meth:`~convcodeworld_gym.sandbox.host.executor.Executor.derive`): its
 canonical solution fails by design, so it is never calibrated itself.
 
 The same check, on every listed twin, is the exhaustive test (``tests/tasks/test_canary.py``, marked slow); a sample
@@ -85,7 +85,7 @@ def _verdict(twin: CanaryTwin, on_twin: ExecutionResult, on_task: ExecutionResul
 def check_twins(executor: Executor, twins: Sequence[tuple[CanaryTwin, int]], *,
                 originals: dict[str, ExecutionResult] | None = None) -> list[Verdict]:
     """Run the canonical solution on each ``(twin, candidate index)`` and on its task, in the sandbox of ``executor``
-    (all of them at once, :meth:`.Executor.run_many`); one :class:`Verdict` each, in order.
+    (all of them at once, :meth:`~convcodeworld_gym.sandbox.host.executor.Executor.run_many`); one :class:`Verdict` each, in order.
 
     ``originals`` (task id -> the canonical solution's result on the task) is read and filled: a task's own run is
     made once."""

@@ -20,7 +20,7 @@ OpenEnv's app.
   app; the session goes on. (Messages over uvicorn's own ``ws_max_size``, set above it, close the connection
   with code 1009.)
 * **Slow requests are dropped.** An HTTP body must arrive within ``request_timeout_s`` of its request's start (else
-  408 and the connection is closed); headers are timed by :class:`~.protocol.TimedH11Protocol`.
+  408 and the connection is closed); headers are timed by :func:`~.protocol.timed_h11`.
 * **Idle sessions are closed.** A session that sends nothing for ``idle_timeout_s`` while the server waits for it
   gets an error saying so (``IDLE_TIMEOUT``), and is closed (code 1008); time spent in its resets and steps never
   counts.

@@ -57,6 +57,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,8 +66,8 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 from ..errors import DatasetError
 from .record import TEST_CLASS, Task, parse_source
 
-if TYPE_CHECKING:
-    from . import TaskSet
+if TYPE_CHECKING:  # the package's TaskSet, named in annotations only (it imports this module: no import back)
+    TaskSet = Sequence[Task]
 
 __all__ = ["CANARY_SUFFIX", "RULE_VERSION", "FORMAT", "LISTS_DIR", "Change", "CanaryTwin", "candidate_changes", "make_twin", "is_canary",
            "canary_id", "source_digest", "CanaryList", "user_lists_dir", "canary_lists", "verified_twins", "with_canaries"]
@@ -477,7 +478,7 @@ def with_canaries(tasks: TaskSet, canary: CanarySpec, *, seed: int = 0, replace:
             how many have one and the share that takes them all); an id that has no verified twin, or that the set
             does not hold.
     """
-    from . import TaskSet  # noqa: F811 - the package imports this module: its TaskSet is there by now
+    TaskSet = sys.modules[__package__].TaskSet  # noqa: N806 - the package imports this module: its TaskSet is there by now
 
     if canary is None or (isinstance(canary, (int, float)) and not isinstance(canary, bool) and canary == 0):
         return tasks

@@ -12,6 +12,7 @@ Holds:
     add_feedback_argument  ``--feedback`` (and a program's former spellings of it), added to a parser
     add_deprecated_alias   an old flag that sets a new one's value, warns, and is hidden from ``--help``
     DeprecatedFlagWarning  a command line used a flag's old name
+    FEEDBACK_FLAG          the flag's name, ``--feedback``
 """
 
 from __future__ import annotations

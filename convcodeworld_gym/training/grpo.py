@@ -28,6 +28,7 @@ Holds:
     ConversationCodec   how prompts and feedback become tokens (chat template, or plain text)
     hf_generate_batch   one batched ``model.generate`` call at the trainer's sampling settings
     vllm_generate_batch the same through TRL's vLLM generation
+    GenerateBatch       the type of those two: token ids of a batch's prompts in, completions with logprobs out
     BatchedGeneration   one generation call for all live episodes of a batch
     TokenPolicy         the trained model as a policy of the rollout driver, turn by turn in tokens
     episode_rollout     a trajectory's token record
