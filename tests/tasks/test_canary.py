@@ -84,7 +84,7 @@ def test_a_sample_of_listed_twins_fails_its_canonical_solution_in_the_sandbox(ex
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dataset", ["humaneval", "bigcodebench"])
+@pytest.mark.parametrize("dataset", ["humaneval", pytest.param("bigcodebench", marks=pytest.mark.full_set)])
 def test_every_listed_twin_fails_its_canonical_solution_in_the_sandbox(dataset, executor, request):
     """Every twin the package lists: the canonical solution passes the task and every test of the twin but the
     changed one, which it fails (minutes for BigCodeBench)."""
