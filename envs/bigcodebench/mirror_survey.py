@@ -79,7 +79,7 @@ def _survey_one(obj, found: list) -> None:
         if tree is None:
             entry.update(ok=False, error="no mirror: it crosses as a stand-in")
         else:
-            entry.update(classes=sorted({o[1] for o in tree[2]} | _enums(tree)), callables=sorted(_callables(tree)),
+            entry.update(classes=sorted({o[1] for o in tree[2]} | _refs(tree, "enum")), callables=sorted(_refs(tree, "fn")),
                          standins=sorted(set(standins)))
         found.append(entry)
         return
@@ -104,27 +104,15 @@ def _survey_one(obj, found: list) -> None:
     found.append(entry)
 
 
-def _callables(tree) -> set[str]:  # noqa: ANN001
-    """The keys of the ``["r", "fn", key]`` references in a mirror's trees."""
+def _refs(tree, kind: str) -> set[str]:  # noqa: ANN001
+    """The keys of a mirror's ``["r", kind, key, ...]`` references (``"fn"``: callables held; ``"enum"``: the enum
+    classes whose members it holds)."""
     found: set[str] = set()
     todo = [tree]
     while todo:
         node = todo.pop()
         if isinstance(node, list):
-            if len(node) == 3 and node[0] == "r" and node[1] == "fn" and isinstance(node[2], str):
-                found.add(node[2])
-            todo.extend(node)
-    return found
-
-
-def _enums(tree) -> set[str]:  # noqa: ANN001
-    """The keys of the enum classes whose members a mirror holds (``["r", "enum", key, value]``)."""
-    found: set[str] = set()
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, list):
-            if len(node) == 4 and node[0] == "r" and node[1] == "enum" and isinstance(node[2], str):
+            if len(node) >= 3 and node[0] == "r" and node[1] == kind and isinstance(node[2], str):
                 found.add(node[2])
             todo.extend(node)
     return found
