@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from convcodeworld_gym import ConvCodeWorldEnv
-from convcodeworld_gym.sandbox import Outcome
+from convcodeworld_gym.sandbox import LocalExecutor, Outcome
 from convcodeworld_gym.sandbox.host.forgeable import SPLIT_UNJUDGEABLE
 from convcodeworld_gym.sandbox.runtimes.needs import select_runnable
 
@@ -65,8 +65,7 @@ def test_canonical_reward_one_at_turn_zero_through_env(bigcodebench, executor):
 
 
 @pytest.mark.slow
-def test_library_tasks_get_the_same_verdicts_in_the_sandbox_as_in_a_plain_interpreter(bigcodebench, executor,
-                                                                                       local_executor):
+def test_library_tasks_get_the_same_verdicts_in_the_sandbox_as_in_a_plain_interpreter(bigcodebench, executor):
     """The first 24 BigCodeBench tasks that import third-party libraries this runtime holds (numpy, pandas,
     matplotlib, scipy, ... whatever is installed): libraries the worker has not imported yet load inside runs
     too, wherever the venv lives (CI also runs this from a venv under /tmp). A canonical solution may fail
@@ -76,7 +75,8 @@ def test_library_tasks_get_the_same_verdicts_in_the_sandbox_as_in_a_plain_interp
     if len(tasks) < 24:
         pytest.skip(f"only {len(tasks)} library tasks have their needs met here")
     jobs = [(t, t.ground_truth) for t in tasks]
-    sandboxed, plain = executor.run_many(jobs), local_executor.run_many(jobs, max_workers=2)
+    with LocalExecutor(python=executor.runtime_probe().python) as same_runtime:  # the sandbox's runtime, unconfined
+        sandboxed, plain = executor.run_many(jobs), same_runtime.run_many(jobs, max_workers=2)
     differ = {t.task_id: ([(x.name, x.traceback[-300:]) for x in s.tests if not x.outcome.ok] or s.crash)
               for t, s, p in zip(tasks, sandboxed, plain) if s.passed != p.passed}
     assert not differ, differ
