@@ -50,7 +50,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from convcodeworld_gym.service import ConvCodeWorldClient
 from convcodeworld_gym.tasks import load_tasks
-from convcodeworld_gym.testing.episode_server import EpisodeServer
+from convcodeworld_gym.testing.episode_server import EpisodeServer, slot_cgroups
 
 ATTACKS = ("mcp-hoard", "steal-id", "flood", "half-open", "slow-body", "oversized", "idle", "vanish")
 CORES = len(os.sched_getaffinity(0))
@@ -272,25 +272,6 @@ async def honest(url: str, n: int) -> tuple[list[tuple[float | None, float | Non
     for error, count in errors.most_common(5):
         print(f"honest episodes that ended with {error}: {count}")
     return list(rewards), time.monotonic() - started
-
-
-def slot_cgroups(pids: list[int]) -> set[str]:
-    """The dirs of the sandbox slot cgroups that hold any of ``pids`` now."""
-    root = "/sys/fs/cgroup"
-    mounts = os.listdir(root) if os.path.isdir(root) else []
-    found = set()
-    for pid in pids:
-        try:
-            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            _, controllers, path = line.split(":", 2)
-            if "ccw-sandbox" in path:
-                names = set(controllers.split(",")) - {""}
-                bases = [root] if not names else [f"{root}/{m}" for m in mounts if names & set(m.split(","))]
-                found |= {f"{b}{path}" for b in bases if os.path.isdir(f"{b}{path}")}
-    return found
 
 
 def alive(pid: int) -> bool:

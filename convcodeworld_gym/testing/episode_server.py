@@ -9,6 +9,7 @@ imports OpenEnv.
 Holds:
     EpisodeServer   the server subprocess: ``base_url``, ``pid``, ``logs()``, ``descendants()``, ``sessions()``,
                     ``stop_with(signal)``
+    slot_cgroups    the sandbox slot cgroups that hold any of some processes now (what a stopped server left)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EpisodeServer"]
+__all__ = ["EpisodeServer", "slot_cgroups"]
 
 
 class EpisodeServer:
@@ -128,3 +129,23 @@ def _readline(stream: Any, timeout_s: float) -> str:
         if not selector.select(timeout_s):
             return ""
     return str(stream.readline()).strip()
+
+
+def slot_cgroups(pids: list[int]) -> set[str]:
+    """The dirs of the sandbox slot cgroups (``ccw-sandbox-*``) that hold any of ``pids`` now."""
+    root = "/sys/fs/cgroup"
+    mounts = os.listdir(root) if os.path.isdir(root) else []
+    found = set()
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            if "ccw-sandbox" not in path:
+                continue
+            names = set(controllers.split(",")) - {""}
+            bases = [root, f"{root}/unified"] if not names else [f"{root}/{m}" for m in mounts if names & set(m.split(","))]
+            found |= {f"{base}{path}" for base in bases if os.path.isdir(f"{base}{path}")}
+    return found

@@ -21,7 +21,7 @@ pytest.importorskip("openenv", reason=f"the episode server's tests need the 'ope
 
 from convcodeworld_gym.service import ConvCodeWorldClient  # noqa: E402
 from convcodeworld_gym.tasks import Task  # noqa: E402
-from convcodeworld_gym.testing.episode_server import EpisodeServer  # noqa: E402
+from convcodeworld_gym.testing.episode_server import EpisodeServer, slot_cgroups  # noqa: E402
 
 pytestmark = pytest.mark.openenv
 
@@ -106,26 +106,6 @@ def _steady(server: EpisodeServer, files: Path) -> tuple[int, int]:
     return last  # type: ignore[return-value]
 
 
-def _slot_cgroups(pids: list[int]) -> set[str]:
-    """The dirs of the sandbox slot cgroups (``ccw-sandbox-*``) that hold any of ``pids`` now."""
-    root = "/sys/fs/cgroup"
-    mounts = os.listdir(root) if os.path.isdir(root) else []
-    found = set()
-    for pid in pids:
-        try:
-            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            _, controllers, path = line.split(":", 2)
-            if "ccw-sandbox" not in path:
-                continue
-            names = set(controllers.split(",")) - {""}
-            bases = [root, f"{root}/unified"] if not names else [f"{root}/{m}" for m in mounts if names & set(m.split(","))]
-            found |= {f"{base}{path}" for base in bases if os.path.isdir(f"{base}{path}")}
-    return found
-
-
 def _alive(pid: int) -> bool:
     """Is ``pid`` a live process (not a zombie)?"""
     try:
@@ -195,7 +175,7 @@ def test_a_signal_mid_episode_closes_the_backend_and_leaves_no_process_cgroup_or
         _go(client)
         _until(lambda: bool(_named(server, name)), 30, "the client's program runs in the sandbox")
         processes = server.descendants()
-        cgroups = _slot_cgroups(processes)
+        cgroups = slot_cgroups(processes)
         started = time.monotonic()
         status = server.stop_with(signum, timeout_s=60)
         took = time.monotonic() - started
