@@ -14,6 +14,11 @@ submits each program by calling ``submit_program`` (the schema of TRL's tool doo
 tool's result (:func:`~convcodeworld_gym.training.tools.tool_answer`); a reply that calls no tool submits nothing and
 ends the episode. The reward ``env_reward`` is the sum of the env's step rewards (1.0 when a program passed).
 
+With ``canary`` (a share, or task ids) the dataset also holds canary twins (rows ``<task id>/canary``, after the
+tasks; docs/canary.md), whose reward is always 0.0. The rubric's weight-0 functions ``canary`` (1.0 on a twin) and
+``canary_passed`` (1.0 when a program passed a twin's tests) are metrics: verifiers records and averages them, and
+they never enter the reward; the canary pass rate is ``sum(canary_passed) / sum(canary)`` (:mod:`.canary`).
+
 A step whose run the sandbox lost, also on its retry, is no verdict: the rollout fails with ``vf.SandboxError`` (an
 ``InfraError``, which classic ``vf-eval`` retries: ``--max-retries``) instead of recording a 0.
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import verifiers as vf  # the classic API (verifiers <= 0.3)
@@ -35,6 +41,7 @@ from convcodeworld_gym.policies.prompts import refinement_prompt
 from convcodeworld_gym.training.shared import shared_executor
 from convcodeworld_gym.training.tools import DEFAULT_ID, SUBMIT_PROGRAM_TOOL, tool_answer
 
+from .canary import canary_metrics
 from .episode import EpisodeSpec, make_env, step_record
 from .loading import first_turn, load_task_set, taskset_settings
 from .toolcalls import first_submission, tool_results
@@ -48,13 +55,17 @@ STATE_KEY = "convcodeworld"
 def load_environment(*, feedback: str | None = None, gym_id: str | None = None, dataset: str = "bigcodebench",
                      limit: int | None = None, task_ids: list[str] | None = None, stdlib_only: bool = False,
                      max_turns: int = DEFAULT_MAX_TURNS, feedback_style: str = "reference", tools: bool = False,
-                     runtime: str | None = None) -> ConvCodeWorldClassicEnv:
+                     runtime: str | None = None, canary: float | Sequence[str] | None = None,
+                     canary_seed: int = 0) -> ConvCodeWorldClassicEnv:
     """The classic environment: one example per task of ``dataset`` (the env's default selection, or ``task_ids``;
     then ``limit``), each played as one episode of the id ``feedback`` names (a combination or its gym id; default
     ``ConvCodeWorld-CF-EF_full-v0``) with at most ``max_turns`` feedback turns; ``tools``: the tool variant.
+    ``canary`` / ``canary_seed``: canary twins added after the tasks, as the gym env's ``canary=`` /
+    ``canary_seed=`` (a share in [0, 1) of the set played, or the ids of the tasks to twin); one example each.
 
     Raises:
-        ValueError: ``feedback`` or ``gym_id`` names no combination.
+        ValueError: ``feedback`` or ``gym_id`` names no combination; ``canary`` is a share outside [0, 1), asks for
+            more twins than the tasks have, or names a task without one.
         DatasetUnavailable: the task set cannot be loaded here (one line, with the fix).
     """
     import datasets
@@ -63,7 +74,7 @@ def load_environment(*, feedback: str | None = None, gym_id: str | None = None, 
     chosen = taskset_settings(feedback=feedback, gym_id=gym_id).get("gym_id", DEFAULT_ID)
     tasks_of_set = load_task_set(dataset)
     env = gym.make(chosen, dataset=tasks_of_set, task_ids=task_ids, stdlib_only=stdlib_only, limit=limit,
-                   max_turns=max_turns, executor=shared_executor(runtime))
+                   max_turns=max_turns, executor=shared_executor(runtime), canary=canary, canary_seed=canary_seed)
     try:
         tasks = list(env.unwrapped.tasks)
     finally:
@@ -84,8 +95,8 @@ def _steps(state: Any) -> list[dict[str, Any]]:
 
 
 def _rubric() -> Any:
-    """``env_reward`` (weight 1: the sum of the env's step rewards) and the metrics ``programs`` and
-    ``pass_fraction``, read from the steps the rollout recorded."""
+    """``env_reward`` (weight 1: the sum of the env's step rewards) and the metrics (weight 0) ``programs``,
+    ``pass_fraction``, ``canary`` and ``canary_passed``, read from the steps the rollout recorded."""
 
     async def env_reward(state: Any) -> float:
         return float(sum(step["reward"] for step in _steps(state)))
@@ -97,10 +108,21 @@ def _rubric() -> Any:
         steps = _steps(state)
         return float(steps[-1]["pass_fraction"]) if steps else 0.0
 
+    async def canary(state: Any) -> float:
+        return _canary(state)["canary"]
+
+    async def canary_passed(state: Any) -> float:
+        return _canary(state)["canary_passed"]
+
     rubric = vf.Rubric(funcs=[env_reward], weights=[1.0])
-    rubric.add_metric(programs)
-    rubric.add_metric(pass_fraction)
+    for metric in (programs, pass_fraction, canary, canary_passed):
+        rubric.add_metric(metric)  # weight 0: recorded and averaged, never in the reward
     return rubric
+
+
+def _canary(state: Any) -> dict[str, float]:
+    """The canary metrics of the rollout in ``state`` (:func:`~convcodeworld.canary.canary_metrics`)."""
+    return canary_metrics((state.get(STATE_KEY) or {}).get("task_id", ""), _steps(state))
 
 
 class ConvCodeWorldClassicEnv(vf.MultiTurnEnv):

@@ -108,7 +108,8 @@ def step_record(reward: float, terminated: bool, truncated: bool, info: dict[str
 
 async def canonical_passes(spec: EpisodeSpec) -> bool:
     """Whether the task's canonical solution passes, judged as the episodes judge programs (same id, task set,
-    sandbox and runtime): one reset and one step of the task's ground truth.
+    sandbox and runtime): one reset and one step of the task's ground truth; its verdict (``info["passed"]``), not its
+    reward, which is 0.0 on a canary twin whatever the program.
 
     Raises:
         InfraError: the sandbox lost the run, also on its retry: this machine gave no verdict.
@@ -116,8 +117,8 @@ async def canonical_passes(spec: EpisodeSpec) -> bool:
     env = await asyncio.to_thread(make_env, spec)
     try:
         await env.areset(options={"task_id": spec.task_id})
-        _, reward, _, _, info = await env.astep(env.unwrapped.task.ground_truth)
+        _, _, _, _, info = await env.astep(env.unwrapped.task.ground_truth)
     finally:
         await asyncio.to_thread(env.close)
     raise_if_lost(spec.task_id, info)
-    return reward == 1.0
+    return bool(info["passed"])

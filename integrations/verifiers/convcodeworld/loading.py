@@ -37,7 +37,7 @@ TASKSET_ID = "convcodeworld"
 #: The keyword arguments :func:`load_environment` takes (``--env.taskset.<name>`` in vf-eval, dashes for
 #: underscores), besides ``feedback``.
 TASKSET_KWARGS = ("gym_id", "dataset", "limit", "task_ids", "stdlib_only", "max_turns", "feedback_style", "tools",
-                  "runtime")
+                  "runtime", "canary", "canary_seed")
 
 
 class DatasetUnavailable(ValueError):
@@ -104,8 +104,11 @@ def load_environment(*, feedback: str | None = None, **kwargs: Any) -> Any:
             ``--feedback`` takes it; the same as ``gym_id=``. Default: ``ConvCodeWorld-CF-EF_full-v0``.
         **kwargs: the taskset's settings: ``gym_id``, ``dataset`` (``"bigcodebench"``, the default; ``"humaneval"``;
             a task-file path), ``limit``, ``task_ids``, ``stdlib_only``, ``max_turns``, ``feedback_style``, ``tools``
-            (the tool variant: the model calls ``submit_program`` and gets the feedback as the tool's result) and
-            ``runtime`` (the interpreter programs run with).
+            (the tool variant: the model calls ``submit_program`` and gets the feedback as the tool's result),
+            ``runtime`` (the interpreter programs run with), and ``canary`` / ``canary_seed``: canary twins mixed in
+            beside the tasks, as the gym env's ``canary=`` / ``canary_seed=`` (a share in [0, 1) of the set played,
+            or the ids of the tasks to twin; added after the tasks, after ``limit``); their rollouts record the
+            metrics ``canary`` and ``canary_passed`` (:mod:`convcodeworld.canary`) and a reward of 0.0.
 
     Raises:
         TypeError: a keyword this environment does not take (the message lists those it does).

@@ -7,6 +7,11 @@ asks it. Its data names the episode (:class:`EpisodeSpec`'s
 fields), so a trace alone says which id, task set and task it played. The reward is the env's, recorded by
 :class:`~convcodeworld.env.ConvCodeWorldLoop` as it steps the episode; ``Task.validate`` runs the canonical solution
 in this machine's sandbox (``vf-validate``'s gold check).
+
+With ``canary`` (``--env.taskset.canary SHARE``) the set also holds canary twins (ids ``<task id>/canary``, added
+after the tasks; docs/canary.md): a twin's reward is always 0.0, and every rollout records the metrics ``canary``
+(1.0 on a twin) and ``canary_passed`` (1.0 when a program passed a twin's tests), never part of the reward: the
+canary pass rate of a batch is ``sum(canary_passed) / sum(canary)`` (:mod:`convcodeworld.canary`).
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import verifiers.v1 as vf
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from convcodeworld_gym.combos import DEFAULT_MAX_TURNS
 from convcodeworld_gym.training.shared import shared_executor
 from convcodeworld_gym.training.tools import DEFAULT_ID, SUBMIT_PROGRAM_TOOL
 
+from .canary import canary_metrics, is_twin
 from .episode import GYM_IDS, EpisodeSpec, canonical_passes
 from .loading import DatasetUnavailable, first_turn, load_task_set
 
@@ -62,7 +68,21 @@ class ConvCodeWorldConfig(vf.TasksetConfig):
     tools: bool = False
     """The tool variant: the model submits each program by calling the ``submit_program`` tool, and the env's
     feedback comes back as the tool's result (else: a fenced program per reply, feedback as the next user turn)."""
+    canary: float | list[str] | None = None
+    """Canary twins mixed in beside the tasks (docs/canary.md): a share in [0, 1) of the set played (the twins of the
+    tasks ``canary_seed`` draws), or the ids of the tasks to twin; added after the tasks (after ``limit``). A twin's
+    reward is always 0.0; its pass is the metric ``canary_passed``. None: no twins."""
+    canary_seed: int = 0
+    """Which tasks a ``canary`` share twins: the same seed draws the same twins everywhere."""
     task: ConvCodeWorldTaskConfig = ConvCodeWorldTaskConfig()
+
+    @field_validator("canary")
+    @classmethod
+    def _canary_share(cls, value: float | list[str] | None) -> float | list[str] | None:
+        """A share must lie in [0, 1) (the gym env's ``canary=``); ids are checked when the tasks load."""
+        if isinstance(value, float) and not 0.0 <= value < 1.0:
+            raise ValueError(f"canary must be a share in [0, 1) or a list of task ids, got {value!r}")
+        return value
 
 
 class ConvCodeWorldData(vf.TaskData):
@@ -88,7 +108,9 @@ class ConvCodeWorldTask(vf.Task[ConvCodeWorldData, vf.State, ConvCodeWorldTaskCo
 
     * reward ``env_reward``: the sum of the env's step rewards, i.e. 1.0 when a program passed every test within
       the turns, else 0.0 (also when no program was submitted);
-    * metrics ``programs`` (programs judged) and ``pass_fraction`` (the last program's passed tests / all).
+    * metrics ``programs`` (programs judged) and ``pass_fraction`` (the last program's passed tests / all);
+    * metrics ``canary`` (1.0 when the task is a canary twin) and ``canary_passed`` (1.0 when a program passed a
+      twin's tests): the canary, beside the reward and never in it (a twin's ``env_reward`` is always 0.0).
 
     A rollout whose run the sandbox lost is failed instead (:class:`~convcodeworld.episode.InfraError`), so none
     of these is recorded for it.
@@ -122,17 +144,29 @@ class ConvCodeWorldTask(vf.Task[ConvCodeWorldData, vf.State, ConvCodeWorldTaskCo
         steps = episode_steps(trace)
         return steps[-1]["pass_fraction"] if steps else 0.0
 
+    @vf.metric
+    async def canary(self, trace: vf.Trace) -> float:
+        """1.0 when the task is a canary twin, else 0.0 (the denominator of the canary pass rate)."""
+        return canary_metrics(self.data.task_id, episode_steps(trace))["canary"]
+
+    @vf.metric
+    async def canary_passed(self, trace: vf.Trace) -> float:
+        """1.0 when the task is a canary twin and a program passed its tests (the canary), else 0.0."""
+        return canary_metrics(self.data.task_id, episode_steps(trace))["canary_passed"]
+
     async def validate(self, runtime: vf.Runtime) -> bool | None:
-        """Whether the task's canonical solution passes in this machine's sandbox and runtime (``runtime``, the
-        verifiers box, is not used: programs run in convcodeworld-gym's own sandbox on this host). Raises
+        """Whether the task's canonical solution does what the task expects in this machine's sandbox and runtime:
+        passes a task, fails a canary twin (as the twin's list verified). ``runtime``, the verifiers box, is not
+        used: programs run in convcodeworld-gym's own sandbox on this host. Raises
         :class:`~convcodeworld.episode.InfraError` when the sandbox lost the run: no verdict."""
-        return await canonical_passes(self.spec)
+        return await canonical_passes(self.spec) != is_twin(self.data.task_id)
 
 
 class ConvCodeWorldTaskset(vf.Taskset[ConvCodeWorldTask, ConvCodeWorldConfig]):
     """The tasks of ``config.dataset`` the env of ``config.gym_id`` plays: the same default set as ``gym.make``
     (tasks this runtime cannot run, or only an in-process judge can judge, are left out, with a logged warning),
-    or ``config.task_ids``; then ``config.limit``.
+    or ``config.task_ids``; then ``config.limit``; then the canary twins of ``config.canary`` (the gym env's
+    ``canary=`` and ``canary_seed=``), after the tasks.
 
     A task set that cannot be loaded (BigCodeBench offline, with no ``$CONVCODEWORLD_BIGCODEBENCH_PATH``) ends the
     verifiers CLI that loads it with one line (``SystemExit``, as verifiers' CLIs end on a config error) naming the
@@ -146,7 +180,8 @@ class ConvCodeWorldTaskset(vf.Taskset[ConvCodeWorldTask, ConvCodeWorldConfig]):
         except DatasetUnavailable as exc:
             raise SystemExit(str(exc)) from None
         env = gym.make(config.gym_id, dataset=tasks_of_set, task_ids=config.task_ids, stdlib_only=config.stdlib_only,
-                       limit=config.limit, max_turns=config.max_turns, executor=shared_executor(config.task.runtime))
+                       limit=config.limit, max_turns=config.max_turns, executor=shared_executor(config.task.runtime),
+                       canary=config.canary, canary_seed=config.canary_seed)
         try:
             tasks = list(env.unwrapped.tasks)
         finally:
