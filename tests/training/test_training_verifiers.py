@@ -314,3 +314,71 @@ def test_vf_eval_of_the_tool_variant_records_the_envs_rewards_and_answers_with_i
         calls = [m["tool_calls"][0] for m in messages if m["role"] == "assistant"]
         assert [json.loads(c["arguments"])["code"] for c in calls] == [_program(task, t) for t in range(len(rewards))]
     replay.close()
+
+
+def _canary_rows(episodes: list[dict]) -> dict[str, tuple[float, float, float]]:
+    """Task id -> (env_reward, canary, canary_passed) as each trace recorded them."""
+    rows = {}
+    for episode in episodes:
+        assert episode["ok"] and not episode["errors"], episode["errors"]
+        (trace,) = episode["traces"]
+        rows[episode["task"]["data"]["task_id"]] = (trace["rewards"]["env_reward"]["score"], trace["metrics"]["canary"],
+                                                    trace["metrics"]["canary_passed"])
+    return rows
+
+
+def test_vf_eval_records_the_canary_beside_the_reward_never_in_it(tmp_path, humaneval):
+    """--env.taskset.canary 0.5 on 5 tasks adds the twins of all 5. The coder is the test fitter (the canonical
+    solution, then every expected value the rich feedback shows hard-coded): it passes the tasks at once, and the
+    twins of HumanEval/0-3 after one feedback turn (HumanEval/4's twin inverts an assertion: no value to copy).
+    Each twin's pass is its metric canary_passed; its reward stays 0.0."""
+    tasks = humaneval.subset(limit=5)
+    with ScriptedOpenAIServer(EXAMPLE.scripted_fitter_coder(tasks)) as server:
+        episodes = _vf_eval(server, tmp_path, gym_id="ConvCodeWorld-CF-EF_full-v0", limit=5, max_turns=1,
+                            extra=(*EXAMPLE.canary_flags(0.5), "--env.taskset.feedback-style", "rich"))
+    rows = _canary_rows(episodes)
+    fitted = {f"HumanEval/{i}/canary" for i in range(4)}
+    assert rows == {**{t.task_id: (1.0, 0.0, 0.0) for t in tasks},
+                    **{f"{t.task_id}/canary": (0.0, 1.0, float(f"{t.task_id}/canary" in fitted)) for t in tasks}}, rows
+    for episode in episodes:  # the twins' steps: the canonical solution fails, the fitted program passes, no reward
+        steps = episode["traces"][0]["info"]["convcodeworld"]["steps"]
+        if episode["task"]["data"]["task_id"] in fitted:
+            assert [(s["canary"], s["passed"], s["reward"]) for s in steps] == [(True, False, 0.0), (True, True, 0.0)]
+    summary = EXAMPLE.summarise(episodes)
+    assert (summary["mean_env_reward"], summary["canary_twins"], summary["canary_passed"], summary["canary_rate"]) == \
+        (0.5, 5, 4, 0.8), summary
+
+
+def test_the_example_programs_smoke_run_reports_an_honest_canary_rate_of_0(tmp_path):
+    """--canary 0.5: the twins of the 5 smoke tasks beside them; the smoke coder plays a wrong program, then the
+    canonical solution, which fails every twin: the canary pass rate printed beside the reward is 0."""
+    done = subprocess.run([sys.executable, str(ROOT / "training" / "verifiers_rollouts.py"), "--smoke", "--out", str(tmp_path),
+                           "--canary", "0.5"], env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = json.loads((tmp_path / "convcodeworld-summary.json").read_text())
+    twins = [row for row in summary["episodes"] if row["canary"]]
+    assert sorted(row["task_id"] for row in twins) == [f"HumanEval/{i}/canary" for i in range(5)], summary
+    assert all(row["step_rewards"] == [0.0, 0.0] and row["canary_passed"] is False for row in twins), summary
+    assert all(row["step_rewards"] == [0.0, 1.0] for row in summary["episodes"] if not row["canary"]), summary
+    assert (summary["completed"], summary["mean_env_reward"], summary["canary_rate"]) == (10, 0.5, 0.0), summary
+    assert "mean env_reward over 10 completed episodes: 0.5 (0 failed); canary pass rate: 0 (0 of 5 twins" in done.stdout
+
+
+def test_load_environment_mixes_canary_twins_in_and_vf_validate_checks_them(humaneval):
+    """canary= and canary_seed= are the gym env's; a twin's gold check holds when its canonical solution fails it."""
+    import asyncio
+
+    env = convcodeworld.load_environment(dataset="humaneval", limit=3, canary=0.25, canary_seed=1, max_turns=1)
+    assert (env.config.taskset.canary, env.config.taskset.canary_seed) == (0.25, 1)
+    expected = gym.make("ConvCodeWorld-CF-EF_full-v0", dataset=humaneval, limit=3, canary=0.25, canary_seed=1)
+    ids = [t.data.task_id for t in env.taskset]
+    assert ids == list(expected.unwrapped.tasks.ids) and len(ids) == 4 and ids[-1].endswith("/canary"), ids
+    expected.close()
+    named = convcodeworld.load_environment(dataset="humaneval", limit=2, canary=["HumanEval/1"], max_turns=1)
+    by_id = {t.data.task_id: t for t in named.taskset}
+    assert list(by_id) == ["HumanEval/0", "HumanEval/1", "HumanEval/1/canary"], list(by_id)
+    twin, task = by_id["HumanEval/1/canary"], by_id["HumanEval/1"]
+    assert twin.data.prompt == task.data.prompt  # the same task as the model sees it
+    assert asyncio.run(twin.validate(None)) is True and asyncio.run(task.validate(None)) is True
+    with pytest.raises(ValueError, match=r"canary must be a share in \[0, 1\)"):
+        convcodeworld.load_environment(dataset="humaneval", canary=1.5)
