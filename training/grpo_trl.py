@@ -17,13 +17,17 @@ holds up to ``--turns`` calls and the feedback between them). ``--max-feedback-c
 to that many characters before it is tokenized (``--max-feedback-tokens``: its deprecated name; it always counted
 characters).
 
+``--canary SHARE`` (``--canary-seed N``) puts canary twins in the place of that share of the tasks (a twin's prompt is
+its task's, and this door tells tasks apart by their prompt): a twin's reward is 0.0, and their pass rate is logged
+beside the reward as ``canary/pass_rate`` (docs/canary.md) and printed per step at the end.
+
 It runs with any Hugging Face causal LM (``--model NAME_OR_PATH``). ``--model tiny-random``
 builds a tiny randomly initialised Llama with a byte-level tokenizer from a config, with
 no download: the smoke mode CI runs on CPU to prove the plumbing.
 
     python training/grpo_trl.py --smoke                      # CPU, tiny random model, 2 steps
     python training/grpo_trl.py --model Qwen/Qwen2.5-Coder-1.5B-Instruct \\
-        --dataset bigcodebench --stdlib-only --limit 200 --turns 3 --max-steps 200 --bf16 [--use-vllm]
+        --dataset bigcodebench --stdlib-only --limit 200 --turns 3 --max-steps 200 --bf16 [--use-vllm] [--canary 0.05]
 
 Holds:
     build_trainer     GRPOTrainer wired to the env
@@ -45,8 +49,8 @@ import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.sandbox import SandboxExecutor
 from convcodeworld_gym.tasks import load_tasks
-from convcodeworld_gym.training.flags import add_deprecated_alias
-from convcodeworld_gym.training.grpo import EpisodeRollout, env_reward, grpo_rows, make_rollout_func
+from convcodeworld_gym.training.flags import add_canary_arguments, add_deprecated_alias, canary_tasks
+from convcodeworld_gym.training.grpo import EpisodeRollout, canary_line, env_reward, grpo_rows, make_rollout_func
 from convcodeworld_gym.training.trl_config import add_trl_arguments, grpo_config
 
 __all__ = ["build_trainer", "build_parser", "program_settings", "smoke_overrides", "main"]
@@ -68,12 +72,14 @@ def program_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout], None] | None = None) -> Any:
     """A ``GRPOTrainer`` whose rollouts are ConvCodeWorld episodes (:func:`make_rollout_func` over
-    :func:`grpo_rows` of the task set), configured by the shared flags (:func:`grpo_config`)."""
+    :func:`grpo_rows` of the task set, with ``--canary``'s twins in their tasks' places), configured by the shared flags
+    (:func:`grpo_config`)."""
     import datasets
     from trl import GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    tasks = load_tasks(args.dataset, stdlib_only=args.stdlib_only, limit=args.limit)
+    tasks = canary_tasks(load_tasks(args.dataset, stdlib_only=args.stdlib_only, limit=args.limit), args.canary,
+                         args.canary_seed, replace=True)
     if args.model == "tiny-random":
         from convcodeworld_gym.testing.tiny_model import tiny_model
 
@@ -100,10 +106,12 @@ def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The shared TRL flags (:func:`add_trl_arguments`: ``--feedback``, ...) and this program's own.
-    ``--max-feedback-tokens`` is the deprecated name of ``--max-feedback-chars``."""
+    """The shared TRL flags (:func:`add_trl_arguments`: ``--feedback``, ...), ``--canary`` and ``--canary-seed``
+    (:func:`add_canary_arguments`) and this program's own. ``--max-feedback-tokens`` is the deprecated name of
+    ``--max-feedback-chars``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_trl_arguments(p)
+    add_canary_arguments(p)
     p.add_argument("--turns", type=int, default=3, help="programs per episode (1 = single turn)")
     p.add_argument("--prompts-per-step", type=int, default=1)
     p.add_argument("--max-new-tokens", type=int, default=512,
@@ -136,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     if rewards:
         print("mean reward per step:", ", ".join(f"{r:.3f}" for r in rewards))
+    if args.canary:
+        print(canary_line(trainer.state.log_history))
     return 0
 
 

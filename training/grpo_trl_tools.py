@@ -10,6 +10,11 @@ the two.
     python training/grpo_trl_tools.py --model Qwen/Qwen3-1.7B --feedback CF-EF_full \\
         --dataset bigcodebench --stdlib-only --limit 200 --max-steps 200 --bf16 --use-vllm   # one GPU
 
+``--canary SHARE`` (``--canary-seed N``) puts canary twins in the place of that share of the tasks (as
+``training/grpo_trl.py`` does, so that ``--limit`` stays the number of tasks trained on): a twin's reward is 0.0, and
+:func:`~convcodeworld_gym.training.tools.report_canary` logs their pass rate beside the reward as ``canary/pass_rate``
+(docs/canary.md); it is printed per step at the end.
+
 The smoke run proves the plumbing: the tiny random model rarely writes a well-formed tool call, so its rewards are
 0. tests/training/test_trl_tools.py scripts a tiny model's ``generate`` to call the tool and checks the rewards.
 """
@@ -23,16 +28,19 @@ from typing import Any
 
 from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.tasks import load_tasks
-from convcodeworld_gym.training.flags import FEEDBACK_FLAG, add_deprecated_alias
-from convcodeworld_gym.training.tools import ConvCodeWorldTools, tool_rows
+from convcodeworld_gym.training.flags import FEEDBACK_FLAG, add_canary_arguments, add_deprecated_alias, canary_tasks
+from convcodeworld_gym.training.grpo import canary_line
+from convcodeworld_gym.training.tools import ConvCodeWorldTools, report_canary, tool_rows
 from convcodeworld_gym.training.trl_config import add_trl_arguments, grpo_config
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The shared TRL flags (:func:`add_trl_arguments`; ``--feedback``, ``--temperature``, ``--use-vllm``, ...) and this
-    program's own. ``--env-id`` is the deprecated spelling of ``--feedback``."""
+    """The shared TRL flags (:func:`add_trl_arguments`; ``--feedback``, ``--temperature``, ``--use-vllm``, ...),
+    ``--canary`` and ``--canary-seed`` (:func:`add_canary_arguments`) and this program's own. ``--env-id`` is the
+    deprecated spelling of ``--feedback``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_trl_arguments(parser)
+    add_canary_arguments(parser)
     add_deprecated_alias(parser, "--env-id", FEEDBACK_FLAG)
     parser.add_argument("--max-turns", type=int, default=3, help="feedback turns after the first submission")
     parser.add_argument("--max-completion-length", type=int, default=4096)
@@ -51,12 +59,14 @@ def smoke_overrides(args: argparse.Namespace) -> argparse.Namespace:
 
 def build_trainer(args: argparse.Namespace) -> Any:
     """A ``GRPOTrainer`` whose rollouts are ConvCodeWorld episodes played through :class:`ConvCodeWorldTools`,
-    configured by the shared flags (:func:`grpo_config`)."""
+    configured by the shared flags (:func:`grpo_config`); with ``--canary``, twins in their tasks' places and
+    :func:`report_canary` among the reward functions."""
     import datasets
     from trl import GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    tasks = load_tasks(args.dataset, stdlib_only=args.stdlib_only, limit=args.limit)
+    tasks = canary_tasks(load_tasks(args.dataset, stdlib_only=args.stdlib_only, limit=args.limit), args.canary,
+                         args.canary_seed, replace=True)
     if args.model == "tiny-random":
         from convcodeworld_gym.testing.tiny_model import tiny_tool_model
 
@@ -68,6 +78,7 @@ def build_trainer(args: argparse.Namespace) -> Any:
                          max_tool_calling_iterations=args.max_turns + 1)
     factory = functools.partial(ConvCodeWorldTools, env_id(args.feedback), dataset=tasks, max_turns=args.max_turns)
     return GRPOTrainer(model=model, processing_class=tokenizer, args=config, environment_factory=factory,
+                       reward_funcs=[report_canary] if args.canary else None,
                        train_dataset=datasets.Dataset.from_list(tool_rows(tasks)))
 
 
@@ -80,6 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     rewards = [entry["rewards/ConvCodeWorldTools/mean"] for entry in trainer.state.log_history
                if "rewards/ConvCodeWorldTools/mean" in entry]
     print(f"{trainer.state.global_step} steps; env reward per step: {rewards}")
+    if args.canary:
+        print(canary_line(trainer.state.log_history))
 
 
 if __name__ == "__main__":

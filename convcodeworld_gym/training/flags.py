@@ -3,7 +3,9 @@
 Each program in ``training/`` plays one feedback combination, and names it with one flag, ``--feedback``, which takes
 the combination (``CF-EF_full-SNF``, or the paper's ``"CF EF(full) SNF"``) or its gym id
 (``ConvCodeWorld-CF-EF_full-SNF-v0``); a program's former spelling (``--env-id``, ``--combination``, ``--gym-id``)
-still works, warns (:class:`DeprecatedFlagWarning`) and is left out of ``--help``.
+still works, warns (:class:`DeprecatedFlagWarning`) and is left out of ``--help``. ``--canary SHARE`` (with
+``--canary-seed N``) mixes canary twins into the tasks a program trains on (docs/canary.md); a program reports their
+pass rate beside its reward, never in it.
 
 Importing this module imports neither TRL nor torch.
 
@@ -13,6 +15,10 @@ Holds:
     add_deprecated_alias   an old flag that sets a new one's value, warns, and is hidden from ``--help``
     DeprecatedFlagWarning  a command line used a flag's old name
     FEEDBACK_FLAG          the flag's name, ``--feedback``
+    canary_share           ``--canary``'s value: a share in [0, 1), checked
+    add_canary_arguments   ``--canary`` and ``--canary-seed``, added to a parser
+    canary_tasks           a task set with the twins those flags ask for mixed in, or the flags' error
+    CANARY_FLAG            the flag's name, ``--canary``
 """
 
 from __future__ import annotations
@@ -24,11 +30,15 @@ from typing import Any
 
 from ..combos import ALL_CONFIGS, FeedbackConfig
 from ..registration import ENV_PREFIX
+from ..tasks import TaskSet, with_canaries
 
-__all__ = ["feedback_name", "add_feedback_argument", "add_deprecated_alias", "DeprecatedFlagWarning", "FEEDBACK_FLAG"]
+__all__ = ["feedback_name", "add_feedback_argument", "add_deprecated_alias", "DeprecatedFlagWarning", "FEEDBACK_FLAG",
+           "canary_share", "add_canary_arguments", "canary_tasks", "CANARY_FLAG"]
 
 #: The one spelling of the feedback-combination flag.
 FEEDBACK_FLAG = "--feedback"
+#: The flag that mixes canary twins into the tasks trained on.
+CANARY_FLAG = "--canary"
 
 
 class DeprecatedFlagWarning(FutureWarning):
@@ -107,3 +117,61 @@ def add_feedback_argument(parser: argparse.ArgumentParser, *, default: str = "CF
     for old in deprecated:
         add_deprecated_alias(parser, old, FEEDBACK_FLAG)
     return parser
+
+
+def canary_share(text: str) -> float:
+    """``--canary``'s value: the share of the tasks trained on that are canary twins, a number in [0, 1) (0: none).
+
+    >>> canary_share("0.1"), canary_share("0")
+    (0.1, 0.0)
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is no number, or one outside [0, 1) (the message names ``--canary`` and
+            what to give).
+    """
+    try:
+        share = float(text)
+    except ValueError:
+        share = None
+    if share is None or not 0.0 <= share < 1.0:  # also nan and inf
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no share: {CANARY_FLAG} takes the share of the tasks trained on that are canary twins, a "
+            f"number in [0, 1), e.g. {CANARY_FLAG} 0.1 (0: no twins)")
+    return share
+
+
+def add_canary_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``--canary SHARE`` (dest ``canary``: a share in [0, 1), :func:`canary_share`; default 0.0, no twins) and
+    ``--canary-seed N`` (dest ``canary_seed``, default 0: which tasks are twinned, as
+    :func:`~convcodeworld_gym.tasks.with_canaries` draws them). Returns ``parser``.
+
+    >>> p = add_canary_arguments(argparse.ArgumentParser())
+    >>> p.parse_args([]).canary, p.parse_args(["--canary", "0.2", "--canary-seed", "3"]).canary_seed
+    (0.0, 3)
+    """
+    parser.add_argument(CANARY_FLAG, type=canary_share, default=0.0, metavar="SHARE",
+                        help="mix canary twins into the tasks trained on: the share of them that are twins, in [0, 1) "
+                             "(default 0: none); their pass rate is reported beside the reward, never in it "
+                             "(docs/canary.md)")
+    parser.add_argument("--canary-seed", type=int, default=0, metavar="N",
+                        help=f"which tasks a {CANARY_FLAG} share twins (default 0)")
+    return parser
+
+
+def canary_tasks(tasks: TaskSet, share: float, seed: int = 0, *, replace: bool = False) -> TaskSet:
+    """``tasks`` with the canary twins ``--canary SHARE --canary-seed SEED`` ask for mixed in
+    (:func:`~convcodeworld_gym.tasks.with_canaries`: added after the tasks, or with ``replace`` each in its task's
+    place, for doors that tell tasks apart by their prompt); ``tasks`` itself when ``share`` is 0.
+
+    >>> from convcodeworld_gym.tasks import load_tasks
+    >>> [t.task_id for t in canary_tasks(load_tasks("humaneval", limit=2), 0.5)][-2:]
+    ['HumanEval/0/canary', 'HumanEval/1/canary']
+
+    Raises:
+        SystemExit: the share asks for more twins than the tasks have (the message names ``--canary`` and the most
+            it can be).
+    """
+    try:
+        return with_canaries(tasks, share or None, seed=seed, replace=replace)
+    except ValueError as exc:
+        raise SystemExit(f"{CANARY_FLAG} {share:g}: {exc}") from None

@@ -34,6 +34,9 @@ Holds:
     episode_rollout     a trajectory's token record
     make_rollout_func   the ``rollout_func`` TRL calls
     env_reward          the reward function that reads the env's episode reward
+    canary_pass_rate    the canary pass rate of episodes' verdicts, logged with TRL's ``log_metric`` when given
+    CANARY_METRICS      the names it logs under
+    canary_line         the canary pass rate per step, read back from a trainer's log (the training programs print it)
 """
 
 from __future__ import annotations
@@ -68,7 +71,13 @@ __all__ = [
     "episode_rollout",
     "make_rollout_func",
     "env_reward",
+    "canary_pass_rate",
+    "CANARY_METRICS",
+    "canary_line",
 ]
+
+#: The names :func:`canary_pass_rate` logs under: the twins' pass rate, and how many twins' episodes it counts.
+CANARY_METRICS = ("canary/pass_rate", "canary/episodes")
 
 #: A dataset row's prompt, as TRL's datasets hold it: a text (standard), or chat messages (conversational).
 Prompt = Union[str, list[dict[str, Any]]]
@@ -487,8 +496,44 @@ def env_reward(prompts: list[Any], completions: list[Any], env_reward: list[floa
     >>> env_reward([], [], [1.0, 0.0], canary_passed=[None, True], log_metric=logged.__setitem__), logged
     ([1.0, 0.0], {'canary/pass_rate': 1.0, 'canary/episodes': 1})
     """
-    twins = [bool(passed) for passed in canary_passed or () if passed is not None]
-    if twins and log_metric is not None:
-        log_metric("canary/pass_rate", sum(twins) / len(twins))
-        log_metric("canary/episodes", len(twins))
+    canary_pass_rate(canary_passed or (), log_metric)
     return [float(r) for r in env_reward]
+
+
+def canary_pass_rate(canary_passed: Iterable[bool | None],
+                     log_metric: Callable[[str, float], None] | None = None) -> tuple[float | None, int]:
+    """``(rate, twins)`` of episodes' canary verdicts: ``canary_passed`` holds, per episode, whether a program passed
+    its canary twin's tests (None: the episode played no twin, or has no verdict); the rate is the share of the twins'
+    episodes that passed (None without any), ``twins`` their count. Where there are twins and ``log_metric`` is given
+    (TRL hands reward functions its ``log_metric``), both are logged under :data:`CANARY_METRICS`. Every door and
+    training program reports the canary through this, beside the reward and never in it (docs/canary.md).
+
+    >>> logged = {}
+    >>> canary_pass_rate([None, True, False, None], logged.__setitem__), logged
+    ((0.5, 2), {'canary/pass_rate': 0.5, 'canary/episodes': 2})
+    >>> canary_pass_rate([None, None], logged.__setitem__)  # no twin played: nothing logged
+    (None, 0)
+    """
+    twins = [bool(passed) for passed in canary_passed if passed is not None]
+    if not twins:
+        return None, 0
+    rate = sum(twins) / len(twins)
+    if log_metric is not None:
+        log_metric(CANARY_METRICS[0], rate)
+        log_metric(CANARY_METRICS[1], len(twins))
+    return rate, len(twins)
+
+
+def canary_line(log_history: Sequence[Mapping[str, Any]]) -> str:
+    """The canary pass rate of each logged step and its twins' episodes (``-``: the step played no twin), read from a
+    TRL trainer's ``log_history`` (what :func:`canary_pass_rate` logged with ``log_metric``; a step is an entry with
+    ``reward``), for a program to print beside the reward.
+
+    >>> canary_line([{"reward": 0.5}, {"reward": 0.0, "canary/pass_rate": 0.5, "canary/episodes": 2.0}])
+    'canary pass rate per step (never in the reward): -, 0.500; twin episodes per step: -, 2'
+    """
+    rate, episodes = CANARY_METRICS
+    steps = [entry for entry in log_history if "reward" in entry]
+    rates = ", ".join(f"{entry[rate]:.3f}" if rate in entry else "-" for entry in steps) or "-"
+    counts = ", ".join(f"{entry[episodes]:g}" if episodes in entry else "-" for entry in steps) or "-"
+    return f"canary pass rate per step (never in the reward): {rates}; twin episodes per step: {counts}"

@@ -22,6 +22,14 @@ tools of functions only, as its own environment classes expose ``reward``) holds
 step's ``info``. TRL hands reward functions the rollouts' environment instances (``environments=``), so an extra
 reward or a logger reads ``[env.result.pass_fraction for env in environments]``.
 
+Canary twins (docs/canary.md) play as any task: build the rows and the tools on a set with twins in it, e.g.
+``tasks = with_canaries(load_tasks("humaneval"), 0.1, seed=0)`` (the rows tell a twin by its ``task_id``,
+``HumanEval/3/canary``, so a twin can be played beside its task; ``replace=True`` works too). A twin's reward is
+always 0.0; whether a program passed its tests is the canary (:attr:`EpisodeResult.canary_passed`).
+:func:`report_canary`, listed in ``reward_funcs``, logs the twins' pass rate of each batch beside the reward with TRL's
+``log_metric`` (``canary/pass_rate``, ``canary/episodes``: the names the ``rollout_func`` door's
+:func:`~convcodeworld_gym.training.grpo.env_reward` logs under), never in it.
+
 A model that answers with a fenced code block instead of a ``submit_program`` call submitted nothing: its reward is
 0.0, and :class:`NoSubmissionWarning` says so (once per process, under Python's default warning filter). Off by
 default, :func:`submit_code_blocks` gives such a block the effect of the tool call: listed in ``reward_funcs``, it
@@ -34,6 +42,7 @@ Holds:
     ConvCodeWorldTools   the environment class for ``environment_factory``
     EpisodeResult        what one episode gave: the rows of its programs, the last step's info, the reward
     submit_code_blocks   the reward function that gives a reply's fenced code block the effect of a tool call
+    report_canary        the reward function that logs the batch's canary pass rate (scores nothing)
     NoSubmissionWarning  a rollout ended without submitting a program
     tool_rows            the dataset rows (prompt + task id + task set) of a task set for it
     tool_answer          what the tool answers on one step (shared with the verifiers door's tool variant)
@@ -44,7 +53,7 @@ Holds:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,11 +63,12 @@ from ..policies.prompts import feedback_sections
 from ..records import TurnRecord, turn_record
 from ..registration import LIVE_IDS
 from ..sandbox import Executor
-from ..tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks  # noqa: F401 - load_tasks: doctests use it
+from ..tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, is_canary, load_tasks  # noqa: F401 - load_tasks: doctests
+from .grpo import canary_pass_rate
 from .shared import shared_executor, task_set
 
-__all__ = ["ConvCodeWorldTools", "EpisodeResult", "submit_code_blocks", "NoSubmissionWarning", "tool_rows",
-           "tool_answer", "SUBMIT_PROGRAM_TOOL", "TOOL_SYSTEM_PROMPT"]
+__all__ = ["ConvCodeWorldTools", "EpisodeResult", "submit_code_blocks", "report_canary", "NoSubmissionWarning",
+           "tool_rows", "tool_answer", "SUBMIT_PROGRAM_TOOL", "TOOL_SYSTEM_PROMPT"]
 
 #: The id a factory called with no arguments plays.
 DEFAULT_ID = "ConvCodeWorld-CF-EF_full-v0"
@@ -148,16 +158,27 @@ class EpisodeResult:
     Attributes:
         task_id: the episode's task (None before the first reset).
         reward: :meth:`ConvCodeWorldTools.get_reward`'s value: 1.0 passed, 0.0 not (yet), None lost to the
-            infrastructure.
+            infrastructure; always 0.0 on a canary twin.
         rows: one :class:`~convcodeworld_gym.records.TurnRecord` per program judged (its code, feedback, pass
             fraction and per-test outcomes), in order.
         info: the last step's ``info`` (``{}`` before the first program).
+        canary: the task is a canary twin (docs/canary.md).
     """
 
     task_id: str | None
     reward: float | None
     rows: tuple[TurnRecord, ...] = ()
     info: Mapping[str, Any] = field(default_factory=dict)
+    canary: bool = False
+
+    @property
+    def canary_passed(self) -> bool | None:
+        """For a canary twin's episode with a verdict, whether a program passed the twin's tests (False when none was
+        submitted); None on a real task, or when the infrastructure lost a run (no verdict). The canary: counted by
+        :func:`report_canary`, never in the reward."""
+        if not self.canary or self.reward is None:
+            return None
+        return any(row.passed for row in self.rows)
 
     @property
     def turns(self) -> int:
@@ -213,6 +234,7 @@ class ConvCodeWorldTools:
         self._reward: float | None = 0.0
         self._left = 0  # submissions still allowed
         self._task_id: str | None = None
+        self._canary = False
         self._rows: list[TurnRecord] = []
         self._info: Mapping[str, Any] = {}
 
@@ -239,6 +261,7 @@ class ConvCodeWorldTools:
         self._active, self._reward = True, 0.0
         self._left = env.unwrapped.max_turns + 1
         self._task_id, self._rows, self._info = task_id, [], {}
+        self._canary = is_canary(env.unwrapped.task)
         return None
 
     def submit_program(self, code: str) -> str:
@@ -267,7 +290,7 @@ class ConvCodeWorldTools:
         return tool_answer(observation, info, terminated=terminated, left=self._left if self._active else 0)
 
     def get_reward(self) -> float | None:
-        """1.0 when a submitted program passed all tests, else 0.0; None when the infrastructure lost a run (no
+        """1.0 when a submitted program passed all tests, else 0.0 (always 0.0 on a canary twin); None when the infrastructure lost a run (no
         verdict: TRL leaves the rollout out of its group's baseline instead of counting a 0). An episode that was
         reset and got no program is 0.0, and :class:`NoSubmissionWarning` says why (it names the switch
         :func:`submit_code_blocks`)."""
@@ -278,7 +301,7 @@ class ConvCodeWorldTools:
     @property
     def result(self) -> EpisodeResult:
         """The episode so far: its task, reward, the rows of the programs judged and the last step's info."""
-        return EpisodeResult(self._task_id, self._reward, tuple(self._rows), dict(self._info))
+        return EpisodeResult(self._task_id, self._reward, tuple(self._rows), dict(self._info), self._canary)
 
     @property
     def accepts_submission(self) -> bool:
@@ -342,4 +365,27 @@ def submit_code_blocks(completions: Sequence[Any], environments: Sequence[Any] |
             reply = _final_reply(completion)
             if "```" in reply:
                 env.submit_program(reply)
+    return [None] * len(completions)
+
+
+def report_canary(completions: Sequence[Any], environments: Sequence[Any] | None = None,
+                  log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float | None]:
+    """A reward function that reports the batch's canary pass rate beside the reward (docs/canary.md): of the rollouts
+    whose :class:`ConvCodeWorldTools` episode played a canary twin (with a verdict), the share in which a program passed
+    the twin's tests, logged with TRL's ``log_metric`` as ``canary/pass_rate`` and ``canary/episodes``
+    (:func:`~convcodeworld_gym.training.grpo.canary_pass_rate`; nothing is logged for a batch without twins). It scores
+    nothing (None for every rollout: TRL logs its column as nan and leaves it out of the sum), so the rate is never in
+    the reward. List it after :func:`submit_code_blocks` when both are used (TRL calls them in order), so the
+    submissions it makes are counted::
+
+        GRPOTrainer(..., environment_factory=ConvCodeWorldTools, reward_funcs=[submit_code_blocks, report_canary])
+
+    Raises:
+        ValueError: called without ``environments`` (not by a trainer with ``environment_factory``).
+    """
+    if environments is None:
+        raise ValueError("report_canary reads TRL's environments: use it with "
+                         "GRPOTrainer(environment_factory=ConvCodeWorldTools, reward_funcs=[report_canary])")
+    canary_pass_rate((env.result.canary_passed for env in environments if isinstance(env, ConvCodeWorldTools)),
+                     log_metric)
     return [None] * len(completions)
