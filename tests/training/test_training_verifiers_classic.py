@@ -114,3 +114,39 @@ def test_a_task_set_that_cannot_load_fails_at_load_in_one_line(monkeypatch):
     line = str(caught.value)
     assert "\n" not in line and "'bigcodebench' cannot be loaded" in line, line
     assert "CONVCODEWORLD_BIGCODEBENCH_PATH" in line and "dataset='humaneval'" in line, line
+
+
+@pytest.mark.parametrize("coder", ["honest", "test-fitter"])
+def test_classic_vf_eval_records_the_canary_as_weight_0_metrics(tmp_path, humaneval, coder):
+    """canary=0.5 on 3 tasks adds their 3 twins (rows after the tasks: -n 6 plays them all). The honest coder plays
+    the canonical solution, which fails every twin; the test fitter hard-codes the expected values the rich feedback
+    shows and passes the twins of HumanEval/0-2 after one feedback turn. The rubric's weight-0 metrics say so
+    (canary_passed), and the reward of a twin stays 0.0 either way."""
+    tasks = humaneval.subset(limit=3)
+    script = (EXAMPLE.scripted_fitter_coder(tasks) if coder == "test-fitter"
+              else EXAMPLE.scripted_coder(tasks, lambda task, turn: task.ground_truth))
+    env_args = {"feedback": "CF-EF_full", "dataset": "humaneval", "limit": 3, "max_turns": 1, "feedback_style": "rich",
+                "canary": 0.5}
+    with ScriptedOpenAIServer(script) as server:
+        rows = _classic_vf_eval(server, tmp_path, env_args, 6)
+    recorded = {json.loads(row["info"]["convcodeworld"])["task_id"]: (row["reward"], row["canary"], row["canary_passed"])
+                for row in rows if not row["error"]}
+    fitted = 1.0 if coder == "test-fitter" else 0.0
+    assert recorded == {**{t.task_id: (1.0, 0.0, 0.0) for t in tasks},
+                        **{f"{t.task_id}/canary": (0.0, 1.0, fitted) for t in tasks}}, recorded
+    rate = sum(r["canary_passed"] for r in rows) / sum(r["canary"] for r in rows)
+    (metadata,) = tmp_path.glob("evals/*/*/metadata.json")
+    averages = json.loads(metadata.read_text())["avg_metrics"]  # what vf-eval reports: the means, beside avg_reward
+    assert rate == averages["canary_passed"] / averages["canary"] == fitted, averages
+
+
+def test_load_environment_takes_canary_and_canary_seed():
+    env = convcodeworld.load_environment(dataset="humaneval", limit=3, canary=0.25, canary_seed=1)
+    expected = gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval", limit=3, canary=0.25, canary_seed=1)
+    assert list(env.eval_dataset["task"]) == list(expected.unwrapped.tasks.ids)
+    expected.close()
+    assert [f.__name__ for f in env.rubric.rubrics[0].funcs] == ["env_reward", "programs", "pass_fraction", "canary",
+                                                                 "canary_passed"]
+    assert env.rubric.rubrics[0].weights == [1.0, 0.0, 0.0, 0.0, 0.0]  # the canary never enters the reward
+    with pytest.raises(ValueError, match=r"share must be in \[0, 1\)"):
+        convcodeworld.load_environment(dataset="humaneval", canary=1.5)
