@@ -4,7 +4,8 @@
 ``/step``, ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``) in simulation mode, with at most
 ``max_sessions`` concurrent sessions (OpenEnv's ``max_concurrent_envs``; a session is a WebSocket connection, see
 :mod:`.binding`); ``GET /sessions`` (how many sessions and episodes are open: what a caller checks after a client was
-killed); an error of a reset or step over HTTP as JSON ``{"detail": "<kind>: <message>", "kind", "code"}`` with 400,
+killed); ``GET /episodes`` (what the episodes played add up to, per id: the reward's mean, the canary pass rate beside
+it, the share with a regression; :mod:`.tally`); an error of a reset or step over HTTP as JSON ``{"detail": "<kind>: <message>", "kind", "code"}`` with 400,
 503 or 500; all of it behind the guard (dropped clients, sessions bound to their connections, buffering, request
 size and time, idle sessions, error codes, secrets). :func:`serve` runs it with uvicorn on a socket of its own, on
 127.0.0.1 unless told otherwise, with a time limit on request headers (:mod:`.protocol`), and on SIGTERM or SIGINT
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import ipaddress
+import json
 import logging
 import socket
 import sys
@@ -82,6 +84,13 @@ def build_app(backend: Backend, secrets: Secrets | None = None) -> Guard:
         """OpenEnv's open sessions (``/ws`` connections), the server's limit, and the envs open on the backend."""
         return {"active_sessions": server.active_sessions, "max_sessions": server.max_concurrent_envs,
                 "live_episodes": backend.live_episodes}
+
+    @app.get("/episodes", tags=["Health"], summary="Episodes played: reward, canary pass rate, regressions, per id")
+    async def episodes() -> dict[str, Any]:
+        """The backend's :class:`~.tally.EpisodeTally`: per id and over all, the episodes that ended with a verdict,
+        their mean reward, the share with a regression, the episodes lost, and the canary twins' pass rate (never
+        part of the reward)."""
+        return backend.tally.to_json()
 
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> JSONResponse:
@@ -162,6 +171,7 @@ def serve(backend: Backend, *, host: str = "127.0.0.1", port: int = 8000, log_le
         sys.stdout.flush()
         server = _Server(config)
         server.run(sockets=[sock])
+        logging.getLogger(__name__).info("episodes played: %s", json.dumps(backend.tally.to_json()["all"]))
         return server.stopped_by
     finally:
         sock.close()

@@ -6,7 +6,9 @@ for an env of the id its ``reset`` names (:meth:`Backend.make_env`) and gives th
 :class:`~convcodeworld_gym.sandbox.SandboxExecutor`, a ``DockerExecutor`` or a ``RayExecutor``: its pool queues
 the runs of all sessions fairly, first come first served) and plays the backend's one task set, chosen once (the
 tasks the executor's runtime can serve, as ``gym.make`` chooses them), so that a session starts in milliseconds.
-No secret is held here: the simulated user reads its key from the environment when an env builds it.
+The backend also holds the server's :class:`~.tally.EpisodeTally`: what the episodes played add up to (the reward,
+the canary pass rate beside it, regressions), which ``GET /episodes`` returns. No secret is held here: the simulated
+user reads its key from the environment when an env builds it.
 
 Holds:
     Backend        the shared executor, task set, ids and limits; makes and releases the sessions' envs
@@ -28,7 +30,9 @@ from ..env import ConvCodeWorldEnv
 from ..registration import LIVE_IDS, env_id
 from ..sandbox import Executor
 from ..tasks import DatasetSpec, TaskSet
+from ..tasks.canary import CanarySpec
 from .public import Redactor, machine_paths
+from .tally import EpisodeTally
 
 __all__ = ["Backend", "ServerLimits"]
 
@@ -88,6 +92,9 @@ class Backend:
         simulator_kwargs: how SNF / SEF envs build their simulated user (``backend``, ``model``, ``base_url``);
             its key comes from the environment, never from here.
         limits: the limits of every session.
+        canary, canary_seed: canary twins mixed into the task set (``convcodeworld serve --canary``; as for
+            ``gym.make``: :func:`~convcodeworld_gym.tasks.canary.with_canaries`). A twin's reward is always 0.0; its
+            episodes are marked (``metadata["info"]["canary"]``) and :attr:`tally` reports their pass rate.
 
     Envs are made in a thread of the caller's choosing (``make_env`` blocks: the first one chooses the task set,
     which may ask the runtime what it lacks). ``live_episodes`` counts the envs made and not yet released; an env
@@ -108,6 +115,8 @@ class Backend:
         feedback_style: str = "reference",
         simulator_kwargs: Mapping[str, Any] | None = None,
         limits: ServerLimits = ServerLimits(),
+        canary: CanarySpec = None,
+        canary_seed: int = 0,
     ) -> None:
         self.ids: tuple[str, ...] = tuple(ids)
         unknown = [i for i in self.ids if i not in LIVE_IDS]
@@ -119,6 +128,8 @@ class Backend:
         self.max_turns, self.feedback_style = max_turns, feedback_style
         self.simulator_kwargs = dict(simulator_kwargs or {})
         self.limits = limits
+        self.canary, self.canary_seed = canary, canary_seed
+        self.tally = EpisodeTally()
         self._tasks: TaskSet | None = None
         self._lock = threading.Lock()
         self._live: set[int] = set()  # id() of each env made and not yet released
@@ -150,7 +161,8 @@ class Backend:
             kwargs["simulator_kwargs"] = dict(self.simulator_kwargs)
         with self._lock:
             if self._tasks is None:  # the first env chooses the task set the runtime can serve; later ones reuse it
-                env = gym.make(full, dataset=self.dataset, stdlib_only=self.stdlib_only, limit=self.limit, **kwargs)
+                env = gym.make(full, dataset=self.dataset, stdlib_only=self.stdlib_only, limit=self.limit,
+                               canary=self.canary, canary_seed=self.canary_seed, **kwargs)
                 self._tasks = env.unwrapped.tasks
             else:
                 env = gym.make(full, dataset=self._tasks, **kwargs)
@@ -190,6 +202,7 @@ class Backend:
             "tasks": None if tasks is None else {"name": tasks.name, "count": len(tasks)},
             "max_turns": self.max_turns,
             "feedback_style": self.feedback_style,
+            "canary": _describe_canary(self.canary, self.canary_seed),
             "limits": {
                 "max_sessions": self.limits.max_sessions,
                 "max_request_bytes": self.limits.max_request_bytes,
@@ -203,3 +216,12 @@ class Backend:
         """Close the executor if the backend owns it. Envs still live are the sessions' to release."""
         if self.owns_executor:
             self.executor.close()
+
+
+def _describe_canary(canary: CanarySpec, seed: int) -> dict[str, Any] | None:
+    """The canary twins a server mixes in, as a caller may know them: the share and seed, or how many tasks are named."""
+    if canary is None or isinstance(canary, (int, float)) and canary == 0:
+        return None
+    if isinstance(canary, (int, float)):
+        return {"share": float(canary), "seed": seed}
+    return {"tasks": len(canary)}

@@ -14,6 +14,7 @@ import signal
 from ..registration import LIVE_IDS
 from ..sandbox import Executor, Limits, SandboxExecutor
 from ..tasks import BIGCODEBENCH_ENV, DEFAULT_DATASET
+from ..training.flags import add_canary_arguments
 from .backend import Backend, ServerLimits
 
 __all__ = ["add_serve", "cmd_serve"]
@@ -47,6 +48,7 @@ def add_serve(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     data.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto",
                       help="the SNF / SEF ids' simulated user (its key only from $CONVCODEWORLD_SIMULATOR_API_KEY or "
                       "$OPENAI_API_KEY, never from a request)")
+    add_canary_arguments(data)  # --canary SHARE, --canary-seed N: twins in the task set, their rate at GET /episodes
     data.add_argument("--simulator-model", default=None)
     data.add_argument("--simulator-base-url", default=None)
     run = serve.add_argument_group("sandbox (one executor for all sessions)")
@@ -102,7 +104,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         backend = Backend(args.id, dataset=args.dataset, stdlib_only=args.stdlib_only, limit=args.limit,
                           executor=executor, max_turns=args.max_turns, feedback_style=args.feedback_style,
-                          simulator_kwargs={k: v for k, v in simulator.items() if v is not None}, limits=limits)
+                          simulator_kwargs={k: v for k, v in simulator.items() if v is not None}, limits=limits,
+                          canary=args.canary or None, canary_seed=args.canary_seed)
     except BaseException:
         executor.close()
         raise

@@ -10,7 +10,8 @@ default: the server's id), and ``task_id`` or ``task_index`` (default: a task dr
 refused, by name: a client chooses the episode, never the server's executor, endpoint or key. ``step`` takes a
 :class:`~.models.CodeAction`. An episode ends when its program passes, after its last turn, when the infrastructure
 lost its run (``metadata["info"]["infra_error"]``, reward ``None``) or when it runs past ``max_episode_s``; a step
-after that is refused until the next ``reset``.
+after that is refused until the next ``reset``. Each episode that ends with a verdict (or that the infrastructure
+lost) is counted in the backend's tally (:mod:`.tally`: reward, canary pass rate, regressions; ``GET /episodes``).
 
 An error reaches the client as ``"<kind>: <message>"`` (``"UnknownTaskError: ..."``, ``"ResetNeeded: ..."``,
 ``"ServerLimitError: ..."``), written for the caller (:mod:`.public`: its mistake and what it can change; of the
@@ -73,6 +74,7 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
         self._env: ConvCodeWorldEnv | None = None
         self._state = EpisodeState(env_id=backend.default_id, done=True)
         self._deadline: float | None = None
+        self._regressed = False  # a turn of this episode broke a test an earlier turn passed
         self._closed = False
 
     # ------------------------------------------------------------------ reset
@@ -108,6 +110,7 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
         obs, info = await unless_client_gone(self._env.areset(seed=seed, options=options))
         limit = self.backend.limits.max_episode_s
         self._deadline = None if limit is None else time.monotonic() + limit
+        self._regressed = False
         self._state = EpisodeState(episode_id=episode_id or uuid.uuid4().hex, step_count=0, env_id=full,
                                    task_id=info["task_id"], turn=obs["turn"], done=False)
         return self._observation(obs, None, False, False, info)
@@ -151,6 +154,11 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
         self._state.step_count += 1
         self._state.turn, self._state.done = obs["turn"], done
         lost = info.get("infra_error") is not None  # no verdict: the reward is None, never a 0
+        self._regressed = self._regressed or bool(info.get("regressed_tests"))
+        if done:  # a lost run ends the episode too (truncated)
+            self.backend.tally.record(self._state.env_id, reward=None if lost else float(reward),
+                                      canary=bool(info.get("canary")), passed=bool(info.get("passed")),
+                                      regressed=self._regressed)
         return self._observation(obs, None if lost else float(reward), bool(terminated), bool(truncated), info)
 
     # ------------------------------------------------------------------ state
