@@ -14,6 +14,12 @@ The reference log is a SYNTHETIC coder's live run (``run_evaluation``), recorded
 recovered by replaying the coder (:func:`~convcodeworld_gym.training.candidates.replayed_state`).
 The numbers are no claim about any model.
 
+``--canary SHARE`` (``--canary-seed N``) adds canary twins of that share of the tasks (docs/canary.md): each round of
+a twinned task gets a twin round, the same context and the same arms' programs judged against the twin's tests by a
+live env. A twin round's reward is 0.0 for every arm; whether the picked arm's program passed the twin is the canary,
+whose pass rate (for LinUCB and for random choice, over the orders) is reported beside the cumulative reward
+(``canary`` in ``bandit.json``, and printed).
+
 Why mabwiser: a maintained library (Fidelity) with contextual policies (LinUCB, LinTS,
 ...) behind one ``fit``/``partial_fit``/``predict`` interface, seeded, numpy only (no torch),
 so online learning over rounds is a ``partial_fit`` per round.
@@ -24,8 +30,9 @@ so online learning over rounds is a ``partial_fit`` per round.
 Holds:
     ARMS            the repair strategies played as arms
     context_vector  features of a round's frozen history
-    reward_table    every arm's reward and the context of every round
-    run_learner     LinUCB online over the rounds in one order
+    reward_table    every arm's reward and the context of every round (and of every twin round)
+    twin_verdict    a reply judged against a canary twin's tests: its reward (0.0) and whether it passed
+    run_learner     LinUCB online over the rounds in one order: the arm it picked in each
     main            command line
 """
 
@@ -36,9 +43,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 import convcodeworld_gym  # noqa: F401 - registers the ids
@@ -46,14 +54,18 @@ from convcodeworld_gym.errors import InfrastructureError
 from convcodeworld_gym.static import BanditRound, StaticReplay
 from convcodeworld_gym.training.candidates import apply_strategy, program, replayed_state
 from convcodeworld_gym.training.choice import FeedbackFeatures
+from convcodeworld_gym.training.flags import canary_tasks
+from convcodeworld_gym.training.grpo import canary_pass_rate
 from convcodeworld_gym.runs.evaluate import EvalConfig, run_evaluation
 from convcodeworld_gym.policies import SyntheticCoder, fenced
 from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.sandbox import SandboxExecutor
+from convcodeworld_gym.tasks import is_canary
+from convcodeworld_gym.tasks.canary import canary_id
 
-from common import base_parser, pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
+from common import base_parser, canary_text, pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
 
-__all__ = ["ARMS", "context_vector", "reward_table", "run_learner", "build_parser", "main"]
+__all__ = ["ARMS", "context_vector", "reward_table", "twin_verdict", "run_learner", "build_parser", "main"]
 
 #: The arms: strategies of :mod:`convcodeworld_gym.training.candidates`.
 ARMS = ("repair", "resample", "keep", "regress")
@@ -66,32 +78,65 @@ def context_vector(features: FeedbackFeatures, round_: BanditRound) -> np.ndarra
     return np.concatenate([[1.0], features(round_.observation, info)]).astype(np.float64)
 
 
-def reward_table(replay: StaticReplay, coder: SyntheticCoder, seed: int, hash_dim: int, resample_bugs: int) -> dict[str, Any]:
-    """Every round's context, every arm's reward (real executions) and the round's task and turn.
+def twin_verdict(judge: gym.Env, twin_id: str, reply: str) -> tuple[float, bool]:
+    """``reply`` judged against the tests of the canary twin ``twin_id`` by ``judge`` (a live env whose task set holds
+    the twin): the env's reward (always 0.0 on a twin) and whether all the twin's tests passed (the canary).
 
-    A round in which the infrastructure lost an arm's run (also on its retry: :class:`InfrastructureError`) has no
-    reward for that arm; the round is left out (not scored 0), and ``left_out`` lists it with the reason."""
+    Raises:
+        InfrastructureError: the infrastructure lost the run, also on its retry: no verdict.
+    """
+    judge.reset(options={"task_id": twin_id})
+    _, reward, _, _, info = judge.step(reply)
+    if info["infra_error"] is not None:
+        raise InfrastructureError(f"the run judging a reply against the canary twin {twin_id} was lost to the "
+                                  f"infrastructure, also on its retry ({info['infra_error']})", twin_id, info["infra_error"])
+    return float(reward), bool(info["passed"])
+
+
+def reward_table(replay: StaticReplay, coder: SyntheticCoder, seed: int, hash_dim: int, resample_bugs: int,
+                 twins: Collection[str] = (), judge: gym.Env | None = None) -> dict[str, Any]:
+    """Every round's context, every arm's reward (real executions) and the round's task and turn; ``canary`` marks
+    each round a twin round, and ``passed`` says whether each arm's program passed all the round's tests.
+
+    Each round of a task named in ``twins`` (task ids) is followed by its twin round: the same context and the same
+    arms' programs, judged by ``judge`` against the twin's tests (:func:`twin_verdict`: reward 0.0, ``passed`` the
+    canary). A round in which the infrastructure lost an arm's run (also on its retry: :class:`InfrastructureError`)
+    has no reward for that arm; the round is left out (not scored 0), and ``left_out`` lists it with the reason."""
     features = FeedbackFeatures(replay.max_turns, hash_dim)
-    contexts, rewards, where, left_out = [], [], [], []
+    contexts, rewards, passed, canary, where, left_out = [], [], [], [], [], []
     for number, round_ in enumerate(replay.rounds()):
         state = replayed_state(coder, round_.task, replay.config.name, seed, round_.history)
         rng = np.random.default_rng([seed, number])
-        try:
-            rewards.append([replay.score(round_, fenced(program(round_.task, apply_strategy(arm, round_.task, state, rng, resample_bugs=resample_bugs))))
-                            for arm in ARMS])
-        except InfrastructureError as exc:
-            left_out.append({"task_id": round_.task.task_id, "turn": round_.turn, "infra_error": exc.reason})
-            continue
-        contexts.append(context_vector(features, round_))
-        where.append((round_.task.task_id, round_.turn))
+        replies = [fenced(program(round_.task, apply_strategy(arm, round_.task, state, rng, resample_bugs=resample_bugs)))
+                   for arm in ARMS]
+        judged = [(round_.task.task_id, None)]
+        if round_.task.task_id in twins:
+            judged.append((canary_id(round_.task.task_id), judge))
+        for task_id, twin_judge in judged:
+            try:
+                if twin_judge is None:
+                    scores = [replay.score(round_, reply) for reply in replies]
+                    verdicts = [score == 1.0 for score in scores]
+                else:
+                    scores, verdicts = map(list, zip(*(twin_verdict(twin_judge, task_id, reply) for reply in replies)))
+            except InfrastructureError as exc:
+                left_out.append({"task_id": task_id, "turn": round_.turn, "infra_error": exc.reason})
+                continue
+            rewards.append(scores)
+            passed.append(verdicts)
+            canary.append(twin_judge is not None)
+            contexts.append(context_vector(features, round_))
+            where.append((task_id, round_.turn))
     if not where:
         raise SystemExit("the reference log yields no static rounds (its code passed at turn 0 everywhere); "
                          "record it with a weaker coder (--strength) or more tasks")
-    return {"contexts": np.asarray(contexts), "rewards": np.asarray(rewards, dtype=float), "rounds": where, "left_out": left_out}
+    return {"contexts": np.asarray(contexts), "rewards": np.asarray(rewards, dtype=float), "rounds": where,
+            "left_out": left_out, "canary": np.asarray(canary, dtype=bool), "passed": np.asarray(passed, dtype=bool)}
 
 
 def run_learner(contexts: np.ndarray, rewards: np.ndarray, order: np.ndarray, alpha: float, seed: int) -> np.ndarray:
-    """LinUCB learning online over the rounds in ``order``: the reward it got in each round.
+    """LinUCB learning online over the rounds in ``order``: the arm it picked in each round (the reward it got is
+    ``rewards[order, picked]``).
 
     The first round is a uniform draw (mabwiser predicts only after a first fit); after each
     round it is updated with the reward of the arm it picked, never with the others.
@@ -100,12 +145,12 @@ def run_learner(contexts: np.ndarray, rewards: np.ndarray, order: np.ndarray, al
 
     mab = MAB(arms=list(range(rewards.shape[1])), learning_policy=LearningPolicy.LinUCB(alpha=alpha), seed=seed)
     rng = np.random.default_rng(seed)
-    got = np.zeros(len(order))
+    picked = np.zeros(len(order), dtype=int)
     for step, i in enumerate(order):
         arm = int(mab.predict(contexts[i:i + 1])) if step else int(rng.integers(rewards.shape[1]))
-        got[step] = rewards[i, arm]
-        mab.partial_fit([arm], [got[step]], contexts[i:i + 1])
-    return got
+        picked[step] = arm
+        mab.partial_fit([arm], [rewards[i, arm]], contexts[i:i + 1])
+    return picked
 
 
 def _plot(curves: dict[str, np.ndarray], regret: np.ndarray, path: str, title: str) -> None:
@@ -164,20 +209,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_evaluation(config, coder, reference_dir, executor=executor, progress=None)
         replay = StaticReplay(args.feedback, reference_dir, args.dataset, stdlib_only=stdlib_only, limit=args.limit,
                               executor=executor, max_turns=args.max_turns)
-        table = reward_table(replay, coder, args.seed, args.hash_dim, args.resample_bugs)
+        mixed = canary_tasks(replay.tasks, args.canary, args.canary_seed)  # the twins added after the tasks
+        twins = {task.original.task_id for task in mixed if is_canary(task)}
+        judge = gym.make(env_id(args.feedback), dataset=mixed, executor=executor, max_turns=args.max_turns) if twins else None
+        table = reward_table(replay, coder, args.seed, args.hash_dim, args.resample_bugs, twins=twins, judge=judge)
+        if judge is not None:
+            judge.close()
         replay.close()
-    contexts, rewards = table["contexts"], table["rewards"]
+    contexts, rewards, passed, twin_rounds = table["contexts"], table["rewards"], table["passed"], table["canary"]
     n = len(rewards)
 
     learned, sampled_random, regret = [], [], []
+    canary_verdicts: dict[str, list[bool | None]] = {"linucb": [], "random": []}
     best_arm = int(np.argmax(rewards.sum(axis=0)))
     for o in range(args.orders):
         order = np.random.default_rng([args.seed, o]).permutation(n)
-        got = run_learner(contexts, rewards, order, args.alpha, seed=o)
+        picked = run_learner(contexts, rewards, order, args.alpha, seed=o)
+        got = rewards[order, picked]
         learned.append(np.cumsum(got))
         picks = np.random.default_rng([args.seed, o, 1]).integers(rewards.shape[1], size=n)
         sampled_random.append(np.cumsum(rewards[order, picks]))
         regret.append(np.cumsum(rewards[order, best_arm]) - np.cumsum(got))
+        for name, arms in (("linucb", picked), ("random", picks)):  # the picked arm's canary verdict in each twin round
+            canary_verdicts[name] += [bool(passed[i, arm]) if twin_rounds[i] else None for i, arm in zip(order, arms)]
+    canary = {name: dict(zip(("rate", "twin_rounds_played"), canary_pass_rate(found)))
+              for name, found in canary_verdicts.items()}
     learned_final = [float(c[-1]) for c in learned]
     random_final = [float(c[-1]) for c in sampled_random]
     summary = {
@@ -196,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "regret_vs_oracle_mean": float(rewards.max(axis=1).sum() - np.mean(learned_final)),
         "linucb_beats_random_in_orders": int(sum(a > b for a, b in zip(learned_final, random_final))),
         "seconds": round(time.perf_counter() - started, 1),
+        "twin_rounds": int(twin_rounds.sum()),  # canary twin rounds among the rounds (reward 0.0 for every arm)
+        "canary": canary,  # the picked arms' canary pass rate over the twin rounds of all orders, never in the reward
     }
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     report = {
@@ -203,7 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "linucb_final_per_order": learned_final, "random_final_per_order": random_final,
         "linucb_curve_mean": np.mean(learned, axis=0).tolist(), "random_curve_mean": np.mean(sampled_random, axis=0).tolist(),
         "regret_vs_best_fixed_curve_mean": np.mean(regret, axis=0).tolist(),
-        "rounds": [{"task_id": t, "turn": turn, "rewards": dict(zip(ARMS, r.tolist()))} for (t, turn), r in zip(table["rounds"], rewards)],
+        "rounds": [{"task_id": t, "turn": turn, "rewards": dict(zip(ARMS, r.tolist())), "canary": bool(c),
+                    "passed": dict(zip(ARMS, p.tolist()))}
+                   for (t, turn), r, c, p in zip(table["rounds"], rewards, twin_rounds, passed)],
         "rounds_left_out": table["left_out"],
     }
     with open(os.path.join(args.out, "bandit.json"), "w") as fh:
@@ -225,6 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for arm, value in summary["per_arm_cumulative_reward"].items():
         print(f"{'fixed arm ' + arm:<28} {value:>17.2f}")
     print(f"{'per-round best arm':<28} {summary['oracle_cumulative_reward']:>17.2f}")
+    if args.canary:
+        print(f"{summary['twin_rounds']} canary twin rounds; canary pass rate (never in the reward): LinUCB "
+              f"{canary_text(canary['linucb']['rate'], canary['linucb']['twin_rounds_played'])}, random "
+              f"{canary_text(canary['random']['rate'], canary['random']['twin_rounds_played'])}")
     print(f"regret vs best fixed arm {summary['regret_vs_best_fixed_arm_mean']:+.2f}; LinUCB beats random in "
           f"{summary['linucb_beats_random_in_orders']}/{args.orders} orders ({summary['seconds']} s)")
     return 0

@@ -16,9 +16,15 @@ learning curves) and ``sb3_ppo.png`` (learning curve per seed against the random
     python training/sb3_ppo.py --smoke --out runs/sb3-smoke      # CI: 1 seed, 128 steps
     python training/sb3_ppo.py --out runs/sb3                    # full: 3 seeds, 3072 steps each
 
+``--canary SHARE`` (``--canary-seed N``) adds canary twins to the tasks (that share of the set played, as the env's
+``canary=`` does; docs/canary.md): a twin's reward is 0.0, and the share of the twins' episodes whose chosen program
+passed the twin's tests (``info["canary"]`` and ``info["passed"]`` at the episode's end) is the canary pass rate,
+reported beside the reward for training and for each policy evaluated (``canary`` in ``sb3_ppo.json``, and printed).
+
 Holds:
     make_env        CandidateChoiceEnv with the synthetic pool on a HumanEval subset
     PassFractionShaping  the training reward's potential-based shaping
+    CanaryVerdicts  each episode's canary verdict, recorded at its end
     play            mean episode reward of an action function over fixed episode seeds
     learning_curve  (timestep, rolling mean episode reward) from Monitor's episode records
     run_seed        train and evaluate one seed
@@ -41,24 +47,27 @@ import numpy as np
 import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym.training.candidates import SyntheticCandidates
 from convcodeworld_gym.training.choice import CandidateChoiceEnv
+from convcodeworld_gym.training.flags import canary_tasks
+from convcodeworld_gym.training.grpo import canary_pass_rate
 from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.sandbox import Executor, SandboxExecutor
 from convcodeworld_gym.tasks import load_tasks
 
-from common import base_parser, pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
+from common import base_parser, canary_text, pyplot, require_no_verbal, save_figure  # training/common.py (run as a script)
 
-__all__ = ["make_env", "PassFractionShaping", "play", "learning_curve", "run_seed", "build_parser", "main"]
+__all__ = ["make_env", "PassFractionShaping", "CanaryVerdicts", "play", "learning_curve", "run_seed", "build_parser", "main"]
 
 EVAL_SEED_BASE = 1_000_000  # evaluation episodes use seeds from here; training never does
 GAMMA = 0.9
 
 
 def make_env(executor: Executor, *, tasks: int, k: int, max_turns: int, feedback: str, hash_dim: int = 8,
-             candidate_hash_dim: int = 4) -> CandidateChoiceEnv:
-    """The choice env: the first ``tasks`` HumanEval tasks, ``k`` synthetic candidates a turn."""
+             candidate_hash_dim: int = 4, canary: float = 0.0, canary_seed: int = 0) -> CandidateChoiceEnv:
+    """The choice env: the first ``tasks`` HumanEval tasks (and ``canary``'s share of canary twins of them, drawn by
+    ``canary_seed``), ``k`` synthetic candidates a turn."""
     if tasks < 1 or k < 2 or max_turns < 1:
         raise ValueError(f"need --tasks >= 1, --k >= 2 and --max-turns >= 1, got {tasks}, {k}, {max_turns}")
-    subset = load_tasks("humaneval").subset(limit=tasks)
+    subset = canary_tasks(load_tasks("humaneval").subset(limit=tasks), canary, canary_seed)
     live = gym.make(env_id(feedback), dataset=subset, executor=executor, max_turns=max_turns)
     return CandidateChoiceEnv(live, SyntheticCandidates(), k=k, hash_dim=hash_dim, candidate_hash_dim=candidate_hash_dim)
 
@@ -85,6 +94,24 @@ class PassFractionShaping(gym.Wrapper):
         shaped = float(reward) + self.gamma * potential - self._potential
         self._potential = potential
         return obs, shaped, terminated, truncated, info
+
+
+class CanaryVerdicts(gym.Wrapper):
+    """Records one entry per episode at its end in :attr:`verdicts`: on a canary twin (``info["canary"]``) whether a
+    program passed the twin's tests (``info["passed"]``), None on a real task or without a verdict
+    (``info["infra_error"]``); :func:`~convcodeworld_gym.training.grpo.canary_pass_rate` of them is the canary pass
+    rate. Rewards and observations pass through unchanged."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.verdicts: list[bool | None] = []
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            canary = info.get("canary") and info.get("infra_error") is None
+            self.verdicts.append(bool(info.get("passed")) if canary else None)
+        return obs, reward, terminated, truncated, info
 
 
 def play(env: gym.Env, act: Callable[[np.ndarray], int], seeds: Sequence[int]) -> list[float]:
@@ -121,7 +148,9 @@ def run_seed(args: argparse.Namespace, seed: int, executor: Executor) -> dict[st
     from stable_baselines3.common.monitor import Monitor
 
     started = time.perf_counter()
-    env = Monitor(make_env(executor, tasks=args.tasks, k=args.k, max_turns=args.max_turns, feedback=args.feedback))
+    verdicts = CanaryVerdicts(make_env(executor, tasks=args.tasks, k=args.k, max_turns=args.max_turns,
+                                       feedback=args.feedback, canary=args.canary, canary_seed=args.canary_seed))
+    env = Monitor(verdicts)
     train_env = PassFractionShaping(env, args.shaping, GAMMA) if args.shaping else env  # Monitor sees the env's reward
     train_env.reset(seed=seed)
     model = PPO("MlpPolicy", train_env, n_steps=args.n_steps, batch_size=min(64, args.n_steps), learning_rate=1e-3,
@@ -131,10 +160,15 @@ def run_seed(args: argparse.Namespace, seed: int, executor: Executor) -> dict[st
     train_s = time.perf_counter() - started
 
     eval_seeds = [EVAL_SEED_BASE + 1000 * seed + i for i in range(args.eval_episodes)]
+    trained = len(verdicts.verdicts)
     learned = play(env, lambda obs: int(model.predict(obs, deterministic=True)[0]), eval_seeds)
     rng = np.random.default_rng(seed)
+    evaluated = len(verdicts.verdicts)
     random_choice = play(env, lambda obs: int(rng.integers(args.k)), eval_seeds)
     env.close()
+    phases = {"training": verdicts.verdicts[:trained], "ppo": verdicts.verdicts[trained:evaluated],
+              "random": verdicts.verdicts[evaluated:]}
+    canary = {name: dict(zip(("rate", "twins"), canary_pass_rate(found))) for name, found in phases.items()}
     return {
         "seed": seed,
         "ppo_mean_episode_reward": float(np.mean(learned)),
@@ -145,6 +179,7 @@ def run_seed(args: argparse.Namespace, seed: int, executor: Executor) -> dict[st
         "learning_curve": curve,
         "seconds": round(time.perf_counter() - started, 1),
         "train_seconds": round(train_s, 1),
+        "canary": canary,  # canary pass rate and twins' episodes of training and of each evaluated policy
     }
 
 
@@ -164,6 +199,19 @@ def _plot(results: list[dict[str, Any]], path: str, window: int) -> None:
     ax.set_title("CandidateChoiceEnv, SYNTHETIC candidate pool")
     ax.legend(fontsize=7, loc="lower right")
     save_figure(fig, path)
+
+
+def _pooled(per_seed: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The canary pass rate over all seeds' twins' episodes, from each seed's ``{"rate", "twins"}``."""
+    twins = sum(c["twins"] for c in per_seed)
+    passed = sum(round(c["rate"] * c["twins"]) for c in per_seed if c["twins"])
+    return {"rate": passed / twins if twins else None, "twins": twins}
+
+
+def _canaries(canary: dict[str, dict[str, Any]]) -> str:
+    """The canary pass rates of training and of both evaluated policies, as one printed text."""
+    return "canary pass rate " + ", ".join(f"{label} {canary_text(canary[name]['rate'], canary[name]['twins'])}"
+                                           for name, label in (("training", "training"), ("ppo", "PPO"), ("random", "random")))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for seed in args.seeds:
             results.append(run_seed(args, seed, executor))
             print(f"seed {seed}: PPO {results[-1]['ppo_mean_episode_reward']:.3f}, random "
-                  f"{results[-1]['random_mean_episode_reward']:.3f} ({results[-1]['seconds']} s)", flush=True)
+                  f"{results[-1]['random_mean_episode_reward']:.3f} ({results[-1]['seconds']} s)"
+                  + (f"; {_canaries(results[-1]['canary'])}" if args.canary else ""), flush=True)
     ppo = [r["ppo_mean_episode_reward"] for r in results]
     rnd = [r["random_mean_episode_reward"] for r in results]
     diffs = np.subtract(ppo, rnd)
@@ -207,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ppo_mean": float(np.mean(ppo)), "random_mean": float(np.mean(rnd)),
         "margin_mean": float(np.mean(diffs)), "margin_min": float(np.min(diffs)),
         "margin_std": float(np.std(diffs, ddof=1)) if len(diffs) > 1 else None,
+        "canary": {name: _pooled([r["canary"][name] for r in results]) for name in ("training", "ppo", "random")},
     }
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     report = {"program": "training/sb3_ppo.py", "synthetic": True, "settings": settings, "summary": summary, "seeds": results}
@@ -219,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{r['training_episodes']:>8} {r['seconds']:>7}")
     print(f"mean PPO {summary['ppo_mean']:.3f} vs random {summary['random_mean']:.3f} "
           f"(margin {summary['margin_mean']:+.3f}, smallest {summary['margin_min']:+.3f}); SYNTHETIC candidate pool")
+    if args.canary:
+        print(f"{_canaries(summary['canary'])} (twins' episodes; never in the reward)")
     print(f"wrote {os.path.join(args.out, 'sb3_ppo.json')} and sb3_ppo.png")
     return 0
 

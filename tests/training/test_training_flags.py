@@ -84,3 +84,35 @@ def test_a_cut_feedback_turn_keeps_its_closing_instruction():
     cut = feedback_message(obs, max_chars=100)
     assert cut.endswith("\n...\n\n" + REVISE) and len(cut) == 100 + len("\n...\n\n") + len(REVISE)
     assert cut.startswith(whole[:100])
+
+
+#: The programs that take --canary from convcodeworld_gym.training.flags (verifiers_rollouts.py defines its own).
+CANARY_PROGRAMS = ("bandit", "grpo_trl", "grpo_trl_tools", "sb3_ppo")
+
+
+@pytest.mark.parametrize("name", CANARY_PROGRAMS)
+def test_every_training_program_takes_a_canary_share_and_rejects_one_outside_0_1_naming_the_flag(name, monkeypatch):
+    parser = _program(name, monkeypatch).build_parser()
+    args, _ = _parse(parser, [])
+    assert (args.canary, args.canary_seed) == (0.0, 0)  # no twins unless asked for
+    args, _ = _parse(parser, ["--canary", "0.25", "--canary-seed", "3"])
+    assert (args.canary, args.canary_seed) == (0.25, 3)
+    for bad in ("1", "1.5", "-0.1", "nan", "tenth"):
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr), pytest.raises(SystemExit):
+            parser.parse_args(["--canary", bad])
+        assert (f"argument --canary: {bad!r} is no share: --canary takes the share of the tasks trained on that are "
+                "canary twins, a number in [0, 1), e.g. --canary 0.1") in stderr.getvalue(), bad
+    assert "--canary SHARE" in parser.format_help() and "--canary-seed N" in parser.format_help()
+
+
+def test_a_canary_share_the_tasks_cannot_give_exits_naming_the_flag_and_the_most_it_can_be():
+    from convcodeworld_gym.tasks import is_canary, load_tasks
+    from convcodeworld_gym.training.flags import canary_tasks
+
+    tasks = load_tasks("humaneval", limit=2)
+    assert canary_tasks(tasks, 0.0) is tasks
+    assert [is_canary(t) for t in canary_tasks(tasks, 0.5, replace=True)].count(True) == 1
+    with pytest.raises(SystemExit, match=r"^--canary 0\.9: canary=0\.9 asks for 18 twins, but only 2 of the set's 2 "
+                                         r"tasks have a verified twin; pass canary <= 0\.5"):
+        canary_tasks(tasks, 0.9)

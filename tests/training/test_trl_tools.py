@@ -19,6 +19,7 @@ from convcodeworld_gym.training.tools import (
     TOOL_SYSTEM_PROMPT,
     ConvCodeWorldTools,
     NoSubmissionWarning,
+    report_canary,
     submit_code_blocks,
     tool_rows,
 )
@@ -308,3 +309,131 @@ def test_code_block_replies_reach_the_envs_reward_through_submit_code_blocks(tmp
     on = train([submit_code_blocks, pass_fraction])
     assert on["rewards/ConvCodeWorldTools/mean"] == 0.5
     assert sorted(fractions)[1] == 1.0 and 0.0 < sorted(fractions)[0] < 1.0
+
+
+def _fit_through_the_tool(env: ConvCodeWorldTools, task) -> None:
+    """Play the scripted test fitter through the tool: it reads only the tool's answers (what a model is shown)."""
+    from convcodeworld_gym.testing.test_fitter import TestFitterPolicy
+
+    episode, answer = TestFitterPolicy().start(task, feedback="CF-EF_full", seed=0), ""
+    while env.accepts_submission:
+        answer = env.submit_program(episode.act({"execution_feedback": answer}).text)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_the_tools_play_canary_twins_and_report_canary_counts_a_fitted_pass_never_in_the_reward(replace, executor):
+    """Rows of a set with twins (added, or each in its task's place) play the twins; a twin's reward is 0.0 whatever
+    the program. The test fitter passes HumanEval/0's and HumanEval/2's twins by hard-coding what the tool's answers
+    show, so report_canary logs a rate of 1.0 over them; the canonical solution passes no twin (rate 0.0)."""
+    from convcodeworld_gym.tasks import is_canary, with_canaries
+    from convcodeworld_gym.training.grpo import canary_pass_rate
+
+    ids = ["HumanEval/0", "HumanEval/2"]
+    tasks = with_canaries(load_tasks("humaneval", task_ids=ids), ids, replace=replace)
+    rows = tool_rows(tasks)
+    twin_ids = ["HumanEval/0/canary", "HumanEval/2/canary"]
+    assert [r["task_id"] for r in rows] == (twin_ids if replace else ids + twin_ids)
+
+    def play(fit: bool) -> list[ConvCodeWorldTools]:
+        envs = []
+        for row in rows:
+            env = ConvCodeWorldTools("ConvCodeWorld-CF-EF_full-v0", dataset=tasks, executor=executor,
+                                     feedback_style="rich", max_turns=2)
+            env.reset(**row)
+            task = tasks[row["task_id"]]
+            if fit:
+                _fit_through_the_tool(env, task)
+            else:
+                env.submit_program(task.ground_truth)
+            envs.append(env)
+        return envs
+
+    fitted, honest = play(fit=True), play(fit=False)
+    for env in fitted + honest:
+        twin = is_canary(tasks[env.result.task_id])
+        assert env.result.canary is twin
+        assert env.get_reward() == (0.0 if twin else 1.0)  # a twin's pass is never a reward
+    assert [env.result.canary_passed for env in fitted] == [None] * (len(rows) - 2) + [True, True]
+    assert [env.result.canary_passed for env in honest] == [None] * (len(rows) - 2) + [False, False]
+    assert all(env.result.turns == 2 for env in fitted if env.result.canary)  # the canonical program failed first
+
+    for envs, rate in ((fitted, 1.0), (honest, 0.0)):
+        logged: dict[str, float] = {}
+        assert report_canary([None] * len(envs), environments=envs, log_metric=logged.__setitem__) == [None] * len(envs)
+        assert logged == {"canary/pass_rate": rate, "canary/episodes": 2}
+        assert canary_pass_rate(env.result.canary_passed for env in envs) == (rate, 2)  # the same helper env_reward uses
+    logged = {}
+    report_canary([None], environments=[fitted[0]] if not replace else [], log_metric=logged.__setitem__)
+    assert logged == {}  # no twin in the batch: nothing logged
+    with pytest.raises(ValueError, match="environment_factory"):
+        report_canary([None])
+
+
+def test_a_twins_episode_lost_to_the_infrastructure_has_no_canary_verdict(humaneval):
+    from convcodeworld_gym.tasks import with_canaries
+
+    tasks = with_canaries(humaneval.subset(task_ids=["HumanEval/0"]), ["HumanEval/0"], replace=True)
+    lost = FakeExecutor(lost=lambda task, program: "the worker was killed by signal SIGKILL")
+    env = ConvCodeWorldTools("ConvCodeWorld-CF-EF_full-v0", dataset=tasks, executor=lost)
+    env.reset(**tool_rows(tasks)[0])
+    assert env.result.canary and env.result.canary_passed is False  # reset, nothing submitted yet: no pass
+    env.submit_program(tasks["HumanEval/0/canary"].ground_truth)
+    assert env.get_reward() is None and env.result.canary_passed is None  # no verdict: left out of the rate
+
+
+@pytest.mark.train
+def test_a_grpo_step_on_a_twin_logs_the_canary_rate_beside_the_reward_never_in_it(tmp_path, executor):
+    """One GRPO step on HumanEval/0's twin (in its task's place): one generation calls the tool with the test fitter's
+    program (fitted to the twin's changed test: it passes it), the other with the canonical solution (fails it).
+    The env's reward is 0.0 for both; report_canary logs the canary pass rate 0.5 over 2 twins' episodes in the
+    trainer's logs, beside the reward."""
+    pytest.importorskip("trl", reason="the TRL test needs the 'train' extra: pip install -e '.[train]'")
+    import json
+    from unittest.mock import patch
+
+    import datasets
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    from convcodeworld_gym.tasks import with_canaries
+    from convcodeworld_gym.testing.tiny_model import tiny_tool_model
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tasks = with_canaries(load_tasks("humaneval", task_ids=["HumanEval/0"]), ["HumanEval/0"], replace=True)
+    twin = tasks["HumanEval/0/canary"]
+    factory = functools.partial(ConvCodeWorldTools, "ConvCodeWorld-CF-EF_full-v0", dataset=tasks, executor=executor,
+                                feedback_style="rich")
+    scout = factory()
+    scout.reset(**tool_rows(tasks)[0])
+    _fit_through_the_tool(scout, twin)
+    assert scout.result.canary_passed is True
+    fitted = scout.result.rows[-1].code
+
+    model, tokenizer = tiny_tool_model()
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, reward_funcs=[report_canary],
+        args=GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, max_steps=1,
+                        max_completion_length=3000, max_tool_calling_iterations=1, learning_rate=1e-3,
+                        logging_steps=1, report_to="none", use_cpu=True, seed=0),
+        train_dataset=datasets.Dataset.from_list(tool_rows(tasks)), environment_factory=factory,
+    )
+
+    def scripted_generate(input_ids, **kwargs):
+        rows = []
+        for i, row in enumerate(input_ids):
+            if "<tool_response>" in tokenizer.decode(row, skip_special_tokens=False):
+                text = "Done.<|im_end|>"
+            else:
+                call = json.dumps({"name": "submit_program",
+                                   "arguments": {"code": fitted if i % 2 else twin.ground_truth}})
+                text = f"<tool_call>\n{call}\n</tool_call><|im_end|>"
+            rows.append(tokenizer.encode(text, add_special_tokens=False))
+        width = max(map(len, rows))
+        padded = [row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows]
+        return torch.cat([input_ids, torch.tensor(padded, device=input_ids.device)], dim=-1)
+
+    with patch.object(trainer.model, "generate", side_effect=scripted_generate):
+        trainer.train()
+    (entry,) = [e for e in trainer.state.log_history if "reward" in e]
+    assert entry["rewards/ConvCodeWorldTools/mean"] == 0.0 and entry["reward"] == 0.0  # never in the reward
+    assert (entry["canary/pass_rate"], entry["canary/episodes"]) == (0.5, 2)
