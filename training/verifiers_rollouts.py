@@ -46,11 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from convcodeworld_gym.registration import env_id
-from convcodeworld_gym.training.flags import FEEDBACK_FLAG, add_deprecated_alias, add_feedback_argument
+from convcodeworld_gym.training.flags import (FEEDBACK_FLAG, add_canary_arguments, add_deprecated_alias,
+                                              add_feedback_argument)
 
 __all__ = ["vf_eval_command", "canary_flags", "read_episodes", "scripted_coder", "scripted_tool_coder",
            "scripted_fitter_coder", "tool_call_completion", "fenced", "wrong_then_canonical", "wrong_program",
-           "summarise", "canary_share", "build_parser", "main"]
+           "summarise", "build_parser", "main"]
 
 #: The environment variable vf-eval reads the endpoint's key from (``--client.api-key-var``).
 API_KEY_VAR = "OPENAI_API_KEY"
@@ -89,12 +90,12 @@ def vf_eval_command(*, gym_id: str, dataset: str, limit: int, max_turns: int, mo
 
 def canary_flags(share: float | None, seed: int = 0) -> list[str]:
     """The ``vf-eval`` flags that mix canary twins into the taskset: a ``share`` in [0, 1) of the set played, drawn
-    by ``seed`` (the gym env's ``canary=`` / ``canary_seed=``); none when ``share`` is None.
+    by ``seed`` (the gym env's ``canary=`` / ``canary_seed=``); none when ``share`` is 0 or None.
 
-    >>> canary_flags(0.05, 1), canary_flags(None)
+    >>> canary_flags(0.05, 1), canary_flags(0.0)
     (['--env.taskset.canary', '0.05', '--env.taskset.canary-seed', '1'], [])
     """
-    if share is None:
+    if not share:
         return []
     return ["--env.taskset.canary", f"{share:g}", "--env.taskset.canary-seed", str(seed)]
 
@@ -251,24 +252,6 @@ def _flag(value: float | None) -> bool | None:
     return None if value is None else bool(value)
 
 
-def canary_share(text: str) -> float:
-    """``--canary``: a share in [0, 1) of the episodes played that are canary twins.
-
-    >>> canary_share("0.05")
-    0.05
-
-    Raises:
-        argparse.ArgumentTypeError: not a number in [0, 1).
-    """
-    try:
-        share = float(text)
-    except ValueError:
-        share = -1.0
-    if not 0.0 <= share < 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is no share: give the canary twins' share of the episodes, in [0, 1) "
-                                         "(e.g. 0.05)")
-    return share
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -282,10 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tools", action="store_true",
                    help="the tool variant: the coder submits programs by calling submit_program, the feedback is the "
                         "tool's result (--env.taskset.tools true)")
-    p.add_argument("--canary", type=canary_share, default=None, metavar="SHARE",
-                   help="mix canary twins into the tasks (a share in [0, 1) of the episodes, added after the --limit "
-                        "tasks); their pass rate is printed beside the reward, never in it (docs/canary.md)")
-    p.add_argument("--canary-seed", type=int, default=0, help="which tasks a --canary share twins (default 0)")
+    add_canary_arguments(p)  # --canary SHARE, --canary-seed N: twins added after the --limit tasks
     p.add_argument("--model", default=None, help="the model's name at the endpoint")
     p.add_argument("--base-url", default=None, help="the OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
     p.add_argument("--max-concurrent", type=int, default=32, help="episodes in flight at once")
