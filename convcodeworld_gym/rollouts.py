@@ -47,6 +47,7 @@ from .aio import Call, Plan, method_call, run_awaited, run_blocking, run_sync
 from .policies.base import Policy, PolicyReply, SampledTokens
 from .protocol import PROTOCOLS, ReferenceProtocol, retrim_plan
 from .records import TurnRecord, turn_record
+from .tasks.canary import CanaryRate
 
 __all__ = ["EpisodeJob", "ModelCall", "Trajectory", "episode_plan", "play", "aplay", "iter_rollouts", "rollouts",
            "canary_rate"]
@@ -389,5 +390,5 @@ def canary_rate(trajectories: Iterable[Trajectory]) -> tuple[float | None, int]:
     >>> canary_rate([])
     (None, 0)
     """
-    verdicts = [t.canary_passed for t in trajectories if t.canary and t.canary_passed is not None]
-    return (sum(verdicts) / len(verdicts) if verdicts else None), len(verdicts)
+    canary = CanaryRate.of(t.canary_passed for t in trajectories)  # None but on a twin's episode with a verdict
+    return canary.rate, canary.episodes

@@ -24,7 +24,8 @@ from ..combos import ALL_CONFIGS, FeedbackConfig
 from ..metrics import DEFAULT_MAX_TURNS, Scores
 from ..records import METADATA_FILE, TURNS_FILE, TurnRecord, read_turns
 from .log_scores import carried_turn0_scores, combinations, run_scores
-from .watch import CanaryRate, RegressionShares, canary_rates, regression_shares, split_canaries
+from ..tasks.canary import CanaryRate
+from .watch import RegressionShares, canary_rates, regression_shares, split_canaries
 
 __all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "headless_pyplot",
            "CARRIED_COMBINATIONS",
@@ -88,7 +89,7 @@ class Report:
         dataset: the task set's name; ``benchmark``: ``ConvCodeWorld`` or another id prefix.
         filled: the combinations whose scores were filled from turn 0, not played (``fill_cf``).
         regressions: combination -> its turn-by-turn regressions (:class:`~.watch.RegressionShares`; Table 3).
-        canaries: combination -> its canary twins' pass rate (:class:`~.watch.CanaryRate`), for the combinations
+        canaries: combination -> its canary twins' pass rate (:class:`~convcodeworld_gym.tasks.canary.CanaryRate`), for the combinations
             that played any; their rows take no part in ``scores``.
     """
 

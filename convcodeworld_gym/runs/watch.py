@@ -15,7 +15,6 @@ Episodes holding a turn the infrastructure lost (``infra_error``) are left out o
 
 Holds:
     RegressionShares   one combination's episodes: how many had a regression, overall and per turn
-    CanaryRate         one combination's canary twin episodes and how many passed
     split_canaries     a log's rows: those of the real tasks, and those of canary twins
     regression_shares  RegressionShares of every combination of a log's rows
     canary_rates       CanaryRate of every combination that played canary twins
@@ -28,9 +27,10 @@ from dataclasses import dataclass
 
 from ..records import TurnRecord, group_episodes
 from ..regressions import TestHistory
+from ..tasks.canary import CanaryRate
 from .log_scores import combinations
 
-__all__ = ["RegressionShares", "CanaryRate", "split_canaries", "regression_shares", "canary_rates"]
+__all__ = ["RegressionShares", "split_canaries", "regression_shares", "canary_rates"]
 
 
 @dataclass(frozen=True)
@@ -60,23 +60,6 @@ class RegressionShares:
         """The share of the episodes that played ``turn`` whose program there broke a test; None if none played it."""
         played, regressed = self.per_turn.get(turn, (0, 0))
         return regressed / played if played else None
-
-
-@dataclass(frozen=True)
-class CanaryRate:
-    """The canary twins of one combination: episodes played and how many a program passed.
-
-    >>> CanaryRate(8, 2).rate
-    0.25
-    """
-
-    episodes: int
-    passed: int
-
-    @property
-    def rate(self) -> float | None:
-        """The canary pass rate: passed twin episodes / twin episodes; None without any."""
-        return self.passed / self.episodes if self.episodes else None
 
 
 def split_canaries(rows: Iterable[TurnRecord]) -> tuple[list[TurnRecord], list[TurnRecord]]:

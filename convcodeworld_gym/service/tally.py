@@ -9,7 +9,7 @@ An episode counts once it ends with a verdict: its program passed, or its last t
 infrastructure lost (``info["infra_error"]``: no verdict, reward ``None``) counts under ``lost``; one cut by the
 episode time limit, or whose client went away, or that a new ``reset`` abandoned, does not count. A canary twin's
 episodes (``info["canary"]``: reward always 0.0) are counted apart, never in the reward's mean: their pass rate is
-the canary (:class:`~convcodeworld_gym.runs.watch.CanaryRate`).
+the canary (:class:`~convcodeworld_gym.tasks.canary.CanaryRate`).
 
 Holds:
     EpisodeTally   running counts per id, and their JSON
@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..runs.watch import CanaryRate
+from ..tasks.canary import CanaryRate
 
 __all__ = ["EpisodeTally"]
 

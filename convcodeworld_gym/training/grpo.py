@@ -55,6 +55,7 @@ from ..policies import Policy, PolicyEpisode, PolicyReply
 from ..policies.base import SampledTokens
 from ..rollouts import EpisodeJob, Trajectory, iter_rollouts
 from ..tasks import Task
+from ..tasks.canary import CanaryRate
 
 __all__ = [
     "Prompt",
@@ -514,14 +515,11 @@ def canary_pass_rate(canary_passed: Iterable[bool | None],
     >>> canary_pass_rate([None, None], logged.__setitem__)  # no twin played: nothing logged
     (None, 0)
     """
-    twins = [bool(passed) for passed in canary_passed if passed is not None]
-    if not twins:
-        return None, 0
-    rate = sum(twins) / len(twins)
-    if log_metric is not None:
-        log_metric(CANARY_METRICS[0], rate)
-        log_metric(CANARY_METRICS[1], len(twins))
-    return rate, len(twins)
+    canary = CanaryRate.of(canary_passed)
+    if canary.episodes and log_metric is not None:
+        log_metric(CANARY_METRICS[0], canary.rate)
+        log_metric(CANARY_METRICS[1], canary.episodes)
+    return canary.rate, canary.episodes
 
 
 def canary_line(log_history: Sequence[Mapping[str, Any]]) -> str:
