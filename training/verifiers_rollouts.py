@@ -130,24 +130,22 @@ def scripted_coder(tasks: Sequence[Any], program: Callable[[Any, int], str]) -> 
     Raises:
         KeyError: a request whose first user message is no task's turn-0 prompt.
     """
+    return _by_task(tasks, lambda task, messages: fenced(program(task, sum(m["role"] == "assistant" for m in messages))))
+
+
+def _by_task(tasks: Sequence[Any], reply: Callable[[Any, Sequence[dict[str, Any]]], str]) -> Callable[[dict[str, Any]], str]:
+    """A script that answers a request with ``reply(task, messages)``, its task the one whose turn-0 prompt is the
+    request's first user message. A task and its canary twin share a prompt: either is given, and both have the same
+    code prompt and canonical solution."""
     from convcodeworld_gym.policies.prompts import initial_prompt
 
     by_prompt = {initial_prompt(task.prompt): task for task in tasks}
 
     def answer(body: dict[str, Any]) -> str:
         messages = body["messages"]
-        task, turn = _task_and_turn(by_prompt, messages)
-        return fenced(program(task, turn))
+        return reply(by_prompt[next(m["content"] for m in messages if m["role"] == "user")], messages)
 
     return answer
-
-
-def _task_and_turn(by_prompt: dict[str, Any], messages: Sequence[dict[str, Any]]) -> tuple[Any, int]:
-    """The task of a request (the one whose prompt is its first user message) and its turn (assistant messages
-    before it). A task and its canary twin share a prompt: either is returned, and both have the same code prompt
-    and canonical solution."""
-    first = next(m["content"] for m in messages if m["role"] == "user")
-    return by_prompt[first], sum(m["role"] == "assistant" for m in messages)
 
 
 def scripted_fitter_coder(tasks: Sequence[Any]) -> Callable[[dict[str, Any]], str]:
@@ -160,22 +158,16 @@ def scripted_fitter_coder(tasks: Sequence[Any]) -> Callable[[dict[str, Any]], st
     Raises:
         KeyError: a request whose first user message is no task's turn-0 prompt.
     """
-    from convcodeworld_gym.policies.prompts import initial_prompt
     from convcodeworld_gym.testing.test_fitter import TestFitterPolicy
 
-    by_prompt = {initial_prompt(task.prompt): task for task in tasks}
-
-    def answer(body: dict[str, Any]) -> str:
-        messages = body["messages"]
-        task, _ = _task_and_turn(by_prompt, messages)
+    def fitted(task: Any, messages: Sequence[dict[str, Any]]) -> str:
         episode = TestFitterPolicy().start(task, feedback="CF-EF_full", seed=0)
-        shown = [m["content"] for m in messages if m["role"] == "user"][1:]
         reply = episode.act({})
-        for feedback in shown:
+        for feedback in [m["content"] for m in messages if m["role"] == "user"][1:]:
             reply = episode.act({"execution_feedback": feedback})
         return reply.text
 
-    return answer
+    return _by_task(tasks, fitted)
 
 
 def tool_call_completion(code: str, call_id: str) -> dict[str, Any]:

@@ -5,7 +5,6 @@ run of each program with ``--canary 0.5`` prints and writes the rate."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -22,13 +21,6 @@ from convcodeworld_gym.training.grpo import canary_pass_rate
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _program(name: str, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(ROOT / "training"))  # sb3_ppo and bandit import training/common.py as a script does
-    spec = importlib.util.spec_from_file_location(f"program_{name}", ROOT / "training" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
 
 @pytest.fixture(scope="module")
 def twinned():
@@ -37,8 +29,8 @@ def twinned():
 
 
 def test_sb3s_canary_verdicts_count_a_twin_passed_by_fitting_and_not_a_real_task_or_an_honest_program(
-        monkeypatch, executor, twinned):
-    sb3 = _program("sb3_ppo", monkeypatch)
+        training_program, executor, twinned):
+    sb3 = training_program("sb3_ppo")
     env = sb3.CanaryVerdicts(gym.make("ConvCodeWorld-CF-EF_full-v0", dataset=twinned, executor=executor,
                                       feedback_style="rich", max_turns=1))
     for task_id, fit in (("HumanEval/0", False), ("HumanEval/0/canary", False), ("HumanEval/2/canary", True)):
@@ -55,8 +47,8 @@ def test_sb3s_canary_verdicts_count_a_twin_passed_by_fitting_and_not_a_real_task
     env.close()
 
 
-def test_bandits_twin_rounds_judge_the_arms_programs_against_the_twin(monkeypatch, executor, twinned):
-    bandit = _program("bandit", monkeypatch)
+def test_bandits_twin_rounds_judge_the_arms_programs_against_the_twin(training_program, executor, twinned):
+    bandit = training_program("bandit")
     judge = gym.make("ConvCodeWorld-CF-EF_full-v0", dataset=twinned, executor=executor, max_turns=1,
                      feedback_style="rich")  # HumanEval's plain asserts show their values in the rich style only
     twin = twinned["HumanEval/2/canary"]

@@ -4,29 +4,19 @@ torch needed."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 from convcodeworld_gym.training.grpo import ConversationCodec, grpo_rows, make_rollout_func
 from convcodeworld_gym.training.trl_config import grpo_settings
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _program(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "training" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
 
 @pytest.mark.parametrize("name", ["grpo_trl", "grpo_trl_tools"])
-def test_both_trl_programs_take_the_vllm_and_sampling_flags_into_grpo_config(name):
+def test_both_trl_programs_take_the_vllm_and_sampling_flags_into_grpo_config(name, training_program):
     """grpo_trl.py had no --use-vllm (docs/training.md describes its vLLM path); both programs' flags go to the same
     GRPOConfig fields, temperature included."""
-    args = _program(name).build_parser().parse_args(["--use-vllm", "--vllm-mode", "server", "--temperature", "0.5"])
+    args = training_program(name).build_parser().parse_args(["--use-vllm", "--vllm-mode", "server", "--temperature", "0.5"])
     settings = grpo_settings(args)
     assert (settings["use_vllm"], settings["vllm_mode"], settings["temperature"]) == (True, "server", 0.5)
 

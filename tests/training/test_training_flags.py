@@ -6,29 +6,18 @@ model call). No TRL or torch needed: only the programs' parsers are built."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import warnings
-from pathlib import Path
 
 import pytest
 
 from convcodeworld_gym.training.flags import DeprecatedFlagWarning
 from convcodeworld_gym.training.grpo import REVISE, feedback_message
 
-ROOT = Path(__file__).resolve().parents[2]
-
 #: Each training program and the spelling it used for the feedback combination before --feedback.
 PROGRAMS = {"grpo_trl": None, "grpo_trl_tools": "--env-id", "sb3_ppo": "--combination", "bandit": "--combination",
             "verifiers_rollouts": "--gym-id"}
 
-
-def _program(name: str, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(ROOT / "training"))  # sb3_ppo and bandit import training/common.py as a script does
-    spec = importlib.util.spec_from_file_location(f"program_{name}", ROOT / "training" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
 
 def _parse(parser, argv):
@@ -39,8 +28,8 @@ def _parse(parser, argv):
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_every_program_takes_feedback_as_a_combination_or_a_gym_id(name, monkeypatch):
-    parser = _program(name, monkeypatch).build_parser()
+def test_every_program_takes_feedback_as_a_combination_or_a_gym_id(name, training_program):
+    parser = training_program(name).build_parser()
     for given in ("CF-EF_partial", "ConvCodeWorld-CF-EF_partial-v0", "CF EF(partial)"):
         args, warned = _parse(parser, ["--feedback", given])
         assert args.feedback == "CF-EF_partial" and not warned, given
@@ -53,9 +42,9 @@ def test_every_program_takes_feedback_as_a_combination_or_a_gym_id(name, monkeyp
 
 
 @pytest.mark.parametrize("name", sorted(n for n, old in PROGRAMS.items() if old))
-def test_a_programs_former_spelling_still_works_warns_and_is_not_in_help(name, monkeypatch):
+def test_a_programs_former_spelling_still_works_warns_and_is_not_in_help(name, training_program):
     old = PROGRAMS[name]
-    parser = _program(name, monkeypatch).build_parser()
+    parser = training_program(name).build_parser()
     args, warned = _parse(parser, [old, "ConvCodeWorld-CF-EF_full-SNF-v0"])
     assert args.feedback == "CF-EF_full-SNF"
     assert [str(w.message) for w in warned] == [f"{old} is deprecated and will be removed: use --feedback (same value)"]
@@ -63,10 +52,10 @@ def test_a_programs_former_spelling_still_works_warns_and_is_not_in_help(name, m
     assert "--feedback" in parser.format_help() and old not in parser.format_help()
 
 
-def test_grpo_trl_max_feedback_chars_is_no_token_count(monkeypatch):
+def test_grpo_trl_max_feedback_chars_is_no_token_count(training_program):
     """--max-feedback-tokens counted characters, and grpo_trl.py added it to GRPOConfig.max_completion_length, which
     TRL 1.16 gives its vLLM generation as each call's max_tokens: a call's length is --max-new-tokens alone."""
-    grpo = _program("grpo_trl", monkeypatch)
+    grpo = training_program("grpo_trl")
     parser = grpo.build_parser()
     args, warned = _parse(parser, ["--max-new-tokens", "256", "--turns", "3", "--max-feedback-chars", "900"])
     assert args.max_feedback_chars == 900 and not warned
@@ -91,8 +80,8 @@ CANARY_PROGRAMS = ("bandit", "grpo_trl", "grpo_trl_tools", "sb3_ppo")
 
 
 @pytest.mark.parametrize("name", CANARY_PROGRAMS)
-def test_every_training_program_takes_a_canary_share_and_rejects_one_outside_0_1_naming_the_flag(name, monkeypatch):
-    parser = _program(name, monkeypatch).build_parser()
+def test_every_training_program_takes_a_canary_share_and_rejects_one_outside_0_1_naming_the_flag(name, training_program):
+    parser = training_program(name).build_parser()
     args, _ = _parse(parser, [])
     assert (args.canary, args.canary_seed) == (0.0, 0)  # no twins unless asked for
     args, _ = _parse(parser, ["--canary", "0.25", "--canary-seed", "3"])
