@@ -56,3 +56,38 @@ def test_the_floor_driver_answers_checks_and_parallel_passes_with_true_verdicts(
         assert driver.check(right)[1] is True
     finally:
         driver.close()
+
+
+@pytest.fixture()
+def judge_rate(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import judge_rate
+
+    return judge_rate
+
+
+def test_the_judge_rates_rollout_mix_is_a_pass_a_failure_of_every_test_and_a_crash_before_any(judge_rate, executor):
+    """judge_rate.py's rollout mix, through the real sandbox: per task, the canonical program passes, the wrong one
+    runs every test and fails them, the crashing one ends before any test."""
+    task = _task()
+    jobs = judge_rate.rollout_mix([task])
+    right, wrong, crashing = executor.run_many(jobs)
+    assert [program for _, program in jobs][0] == task.ground_truth
+    assert right.passed and len(right.tests) == 2
+    assert not wrong.passed and [t.outcome.value for t in wrong.tests] == ["failed", "failed"]
+    assert not crashing.passed and "crashed at import" in (crashing.crash or "")
+
+
+def test_the_judge_rates_cpu_clock_counts_what_its_children_spend(judge_rate):
+    """The CPU the benchmark divides by counts a child process's CPU (its own cgroup where it can make one, else the
+    machine's): a child that spins 0.3 s of CPU moves it by at least 0.25 s."""
+    import subprocess
+
+    clock = judge_rate.CpuClock()
+    try:
+        before = clock()
+        subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"],
+                       check=True, timeout=60)
+        assert clock() - before >= 0.25, clock.source
+    finally:
+        clock.close()
