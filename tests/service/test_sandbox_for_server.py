@@ -10,12 +10,12 @@ import fcntl
 import os
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from convcodeworld_gym.sandbox import Limits, SandboxExecutor
+from server_helpers import until
 from convcodeworld_gym.sandbox.confinement.slot_cgroup import CgroupUnavailable, find_tree
 
 RUN_S = 4.0
@@ -34,14 +34,6 @@ def _named(name: str) -> list[int]:
     return found
 
 
-def _until(check: Callable[[], bool], timeout_s: float, what: str) -> float:
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(0.02)
-    return time.monotonic() - started
-
 
 def _cgroup_kind(executor: SandboxExecutor) -> str:
     return str(executor.confinement.get("cpu_bound", {}).get("kind", "none"))
@@ -59,12 +51,12 @@ def test_a_cancelled_awaited_run_is_killed_at_once_and_neither_retried_nor_cache
 
         async def cancel_mid_run() -> float:
             run = asyncio.ensure_future(executor.arun(task, program))
-            await asyncio.to_thread(_until, lambda: bool(_named(name)), 30, "the run starts")
+            await asyncio.to_thread(until, lambda: bool(_named(name)), 30, "the run starts")
             started = time.monotonic()
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await run
-            await asyncio.to_thread(_until, lambda: not _named(name), RUN_S + 10, "the cancelled run ends")
+            await asyncio.to_thread(until, lambda: not _named(name), RUN_S + 10, "the cancelled run ends")
             return time.monotonic() - started
 
         killed_s = asyncio.run(cancel_mid_run())

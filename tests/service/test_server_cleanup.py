@@ -10,12 +10,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from server_helpers import INSTALL, run
+from server_helpers import INSTALL, run, until
 
 pytest.importorskip("openenv", reason=f"the episode server's tests need the 'openenv' extra: {INSTALL}")
 
@@ -58,14 +57,6 @@ def _named(server: EpisodeServer, name: str) -> list[int]:
             continue
     return found
 
-
-def _until(check: Callable[[], bool], timeout_s: float, what: str) -> float:
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(0.05)
-    return time.monotonic() - started
 
 
 def _client(tmp_path: Path, server: EpisodeServer, name: str, sleep_s: float = RUN_S) -> subprocess.Popen[str]:
@@ -123,12 +114,12 @@ def test_a_client_killed_mid_step_leaves_no_session_process_or_file(tmp_path, hu
         name = "ccw-drop-1"
         client = _client(tmp_path, server, name)
         _go(client)
-        _until(lambda: bool(_named(server, name)), 30, "the client's program runs in the sandbox")
+        until(lambda: bool(_named(server, name)), 30, "the client's program runs in the sandbox")
         os.kill(client.pid, signal.SIGKILL)
         client.wait()
-        gone_s = _until(lambda: server.sessions() == {"active_sessions": 0, "max_sessions": 256, "live_episodes": 0},
+        gone_s = until(lambda: server.sessions() == {"active_sessions": 0, "max_sessions": 256, "live_episodes": 0},
                         10, "the killed client's session and env are closed")
-        killed_s = gone_s + _until(lambda: not _named(server, name), RUN_S + 10, "the killed client's run ends")
+        killed_s = gone_s + until(lambda: not _named(server, name), RUN_S + 10, "the killed client's run ends")
         after = _steady(server, files)
     # The session, its env and its run were ended at once, not when the run would have ended (issue 39: a run whose
     # client was killed kept computing until its time limit).
@@ -144,13 +135,13 @@ def test_a_killed_clients_run_still_queued_never_runs(tmp_path, humaneval):
         holder = _client(tmp_path, server, "ccw-hold-slot", sleep_s=RUN_S)
         queued = _client(tmp_path, server, "ccw-queued")
         _go(holder)
-        _until(lambda: bool(_named(server, "ccw-hold-slot")), 30, "the first client's program holds the slot")
+        until(lambda: bool(_named(server, "ccw-hold-slot")), 30, "the first client's program holds the slot")
         _go(queued)
         time.sleep(0.5)  # its step is in the server, waiting for the slot
         assert server.sessions()["active_sessions"] == 2
         os.kill(queued.pid, signal.SIGKILL)
         queued.wait()
-        _until(lambda: server.sessions()["active_sessions"] == 1, 5, "the killed client's session is closed")
+        until(lambda: server.sessions()["active_sessions"] == 1, 5, "the killed client's session is closed")
         assert holder.stdout is not None and holder.stdout.readline().strip() == "returned"
         holder.wait(timeout=30)
         seen = False
@@ -173,7 +164,7 @@ def test_a_signal_mid_episode_closes_the_backend_and_leaves_no_process_cgroup_or
                        env={**os.environ, "TMPDIR": str(files)}) as server:
         client = _client(tmp_path, server, name)
         _go(client)
-        _until(lambda: bool(_named(server, name)), 30, "the client's program runs in the sandbox")
+        until(lambda: bool(_named(server, name)), 30, "the client's program runs in the sandbox")
         processes = server.descendants()
         cgroups = slot_cgroups(processes)
         started = time.monotonic()
