@@ -10,17 +10,22 @@ the program side's own :func:`~convcodeworld_gym.sandbox.run.mirror.snapshot`, a
 * ``--open`` (the evidence): every class of a mirrored library the mirror lists, every library callable it holds
   as a value, and the classes that it leaves to stand-ins;
 * without it (the check): for each value, whether the judge's own ``Mirrors.load`` rebuilds its mirror under the
-  table as it is (or why not).
+  table as it is (or why not), and ``held``: each place of a listed object that holds an object by reference
+  (``"module:qualname place"`` -> the classes held there; :func:`~convcodeworld_gym.sandbox.run.mirror.references_held`,
+  what the judge checks against the table's ``SLOTS``).
 
-``--table survey.jsonl`` writes the table module from an ``--open`` survey's lines (classes whose screens pass in
-this runtime, each with why its comparisons are its library's own; callables of the mirrored libraries).
+``--table survey.jsonl [check.jsonl ...]`` writes the table module from the lines of the surveys given: the classes
+of an ``--open`` survey whose screens pass in this runtime, each with why its comparisons are its library's own;
+callables of the mirrored libraries; the places a check survey found holding objects by reference (``SLOTS``), each
+with what was read of it (an unread one says so), and the places read before (of another library version, or that
+the project's own tests use: a ``FuncFormatter``'s function).
 
 Run it with the runtime's interpreter, from the repository root:
 
     /path/to/runtime/bin/python envs/bigcodebench/mirror_survey.py --open BigCodeBench.jsonl.gz > survey.jsonl
-    /path/to/runtime/bin/python envs/bigcodebench/mirror_survey.py --table survey.jsonl \
-        > convcodeworld_gym/sandbox/run/mirror_table.py
     /path/to/runtime/bin/python envs/bigcodebench/mirror_survey.py BigCodeBench.jsonl.gz > check.jsonl
+    /path/to/runtime/bin/python envs/bigcodebench/mirror_survey.py --table survey.jsonl check.jsonl \
+        > convcodeworld_gym/sandbox/run/mirror_table.py
 
 Each task runs in a subprocess of its own (a crash or hang costs only that task: 120 s at most). The canonical
 solutions and their tests run **unconfined**: they write where they like (one creates ``/non/existent/path``, which
@@ -44,7 +49,7 @@ for _name, _dir in (("convcodeworld_gym", _PACKAGE_DIR), ("convcodeworld_gym.san
     _package.__path__ = [_dir]
     sys.modules[_name] = _package
 from convcodeworld_gym.sandbox.run.codec import Codec  # noqa: E402
-from convcodeworld_gym.sandbox.run.mirror import MirrorRefused, Mirrors, mirrored, snapshot  # noqa: E402
+from convcodeworld_gym.sandbox.run.mirror import MirrorRefused, Mirrors, mirrored, references_held, snapshot  # noqa: E402
 from convcodeworld_gym.sandbox.run.mirror_allowed import (DECIDING, MIRRORED_ROOTS, key_of, root_of,  # noqa: E402
                                                           screen_refusal)
 
@@ -72,7 +77,7 @@ def _survey_one(obj, found: list) -> None:
 
     def by_reference(o):  # noqa: ANN001, ANN202
         standins.append(key_of(type(o)) or repr(type(o)))
-        return [0, ["", type(o).__qualname__], ["__call__"]]
+        return [0, [type(o).__module__, type(o).__qualname__], ["__call__"]]
 
     if _OPEN:
         tree = snapshot(obj, {}, by_reference, _open_admit, _open_callable)
@@ -91,7 +96,9 @@ def _survey_one(obj, found: list) -> None:
     if tree is None:
         entry.update(ok=False, error="no mirror: it crosses as a stand-in")
     else:
-        entry.update(bytes=len(json.dumps(tree)), objects=len(tree[2]), standins=sorted(set(standins)))
+        entry.update(bytes=len(json.dumps(tree)), objects=len(tree[2]), standins=sorted(set(standins)),
+                     held={f"{key} {place}": sorted(claims) for (key, place), claims in
+                           sorted(references_held(tree[2], tree[3]).items())})
         plt = sys.modules.get("matplotlib.pyplot")
         before = set(plt.get_fignums()) if plt is not None else set()
         try:
@@ -185,11 +192,14 @@ def table(lines: list[str]) -> str:
 
     classes: set[str] = set()
     callables: set[str] = set()
+    slots: dict[tuple[str, str], set[str]] = {}
     for line in lines:
         record = json.loads(line)
         for entry in record.get("objects", ()):
             classes.update(entry.get("classes", ()))
             callables.update(entry.get("callables", ()))
+            for place, held in entry.get("held", {}).items():
+                slots.setdefault(tuple(place.split(" ", 1)), set()).update(held)
     rows, refused = [], []
     for key in sorted(classes):
         module, _, qualname = key.partition(":")
@@ -207,10 +217,14 @@ def table(lines: list[str]) -> str:
         rows.append(f"    {key!r}: {_why(found)!r},")
     out = [TABLE_HEAD, "CLASSES: dict[str, str] = {", *rows, "}", "#: Left out (the screens refuse them here):",
            *refused, "CALLABLES: dict[str, str] = {"]
-    from convcodeworld_gym.sandbox.run.mirror_table import CALLABLES  # what each was read to be, kept
+    from convcodeworld_gym.sandbox.run.mirror_table import CALLABLES, SLOTS  # what each was read to be, kept
 
     out += [f"    {key!r}: {CALLABLES.get(key, 'UNREAD: say what it is and what it does when called')!r},"
             for key in sorted(callables)]
+    out += ["}", "SLOTS: dict[tuple[str, str], str] = {"]
+    unread = "UNREAD: what library code does with it (held: {})"
+    out += [f"    {slot!r}: {SLOTS.get(slot) or unread.format(', '.join(sorted(slots[slot])))!r},"
+            for slot in sorted(set(slots) | set(SLOTS))]  # those read before kept (another version's, a test's)
     out.append("}")
     return "\n".join(out) + "\n"
 
@@ -226,9 +240,11 @@ was read (``mirror_allowed.REVIEWED``), and its ``__setstate__`` only where that
 Holds:
     CLASSES    ``module:qualname`` of each library class a mirror may list -> why its comparisons are its library's
     CALLABLES  ``module:qualname`` of each library function or class a mirror may hold as a value -> what it is
+    SLOTS      ``(module:qualname, place)`` where an object of a listed class may hold an object by reference (the
+               program's own, or one of the judge's handed to it) -> what the judge's library does with it
 """
 
-__all__ = ["CLASSES", "CALLABLES"]
+__all__ = ["CLASSES", "CALLABLES", "SLOTS"]
 
 #: The library classes a mirror may list.'''
 
@@ -249,8 +265,11 @@ def main() -> None:
         child(sys.stdin.read())
         return
     if sys.argv[1] == "--table":
-        with open(sys.argv[2]) as fh:
-            sys.stdout.write(table(fh.readlines()))
+        lines: list[str] = []
+        for path in sys.argv[2:]:
+            with open(path) as fh:
+                lines += fh.readlines()
+        sys.stdout.write(table(lines))
         return
     if os.geteuid() == 0 and "--allow-root" not in sys.argv:
         sys.exit("mirror_survey: this runs canonical solutions unconfined and they write outside their directory; "

@@ -36,7 +36,12 @@ The references inside the trees (the codec's ``["r", ...]``):
   ``[func, args, kwargs]``, a callable that is itself one of these references or the program's, a tuple and a dict
   of names), ``"object"`` (a bare ``object()``, a sentinel) and ``"count"`` (``itertools.count`` of numbers);
 * ``["r", "mine", handle, claim, capabilities]``: an object of the program's own (its lambda formatter, an
-  instance of its class): the judge's stand-in of it, whose class the judge never grants.
+  instance of its class): the judge's stand-in of it, whose class the judge never grants; ``["r", "yours", handle]``:
+  one of the judge's own objects the program was handed (a test's mock). Inside a library object, such a reference
+  is taken only at a place the reviewed table names (:data:`.mirror_table.SLOTS`: a ``FuncFormatter``'s function,
+  a fitted tree's Cython ``tree_``): anywhere else the judge's library would ask the program's process, with the
+  test's values, what it computes with the object's own data (``'UUID' in response`` looked up in a headers store
+  of the program's), so the whole mirror is refused (:func:`references_held`).
 
 State never lands on a class, a module or a function: only on the instances the judge made here (or made for the
 same tag before). A state key may not be a dunder nor a memory-address protocol, and the program's code or a
@@ -53,6 +58,7 @@ sees no library object there.
 Holds:
     mirrored        program side: does an object of this class cross as a mirror?
     snapshot        program side: the tree of an object, its library objects listed and tagged
+    references_held both sides: the places of a mirror's library objects that hold an object by reference
     Mirrors         judge side: the mirrors of one run (rebuild, refresh, identity, the way back)
     MirrorRefused   why the judge would not rebuild a mirror
     MAX_OBJECTS     the most objects one mirror may list
@@ -72,9 +78,9 @@ from typing import Any
 from .codec import Codec, CodecError, CodecLimits
 from .mirror_allowed import (BOUND_BUILTIN_METHODS, LAZY_DESCRIPTORS, MIRRORED_ROOTS, POINTER_PROTOCOLS, Setstate,
                              key_of, root_of, setstate_of, table_callable, table_class)
-from .mirror_table import CALLABLES, CLASSES
+from .mirror_table import CALLABLES, CLASSES, SLOTS
 
-__all__ = ["mirrored", "snapshot", "Mirrors", "MirrorRefused", "MAX_OBJECTS"]
+__all__ = ["mirrored", "snapshot", "references_held", "Mirrors", "MirrorRefused", "MAX_OBJECTS"]
 
 #: The most objects one mirror may list (a figure of a few hundred artists lists a few thousand).
 MAX_OBJECTS = 100_000
@@ -235,6 +241,94 @@ def snapshot(obj: Any, tagged: dict[int, Any], by_reference: Callable[[Any], lis
     return tree
 
 
+# ------------------------------------------------------------------------------------------------ both sides
+
+#: The references by which a mirror holds an object that is no library object of its own: the program's, or one of
+#: the judge's the program was handed (``["r", kind, handle, ...]``).
+_BY_REFERENCE = ("mine", "yours")
+
+
+def _references_in(tree: Any) -> tuple[set[str], set[int]]:
+    """The classes claimed by the objects that ``tree`` holds by reference, at any depth (in its containers, a
+    partial's parts, a bound method's owner), and the boxes it refers to. An over-reading: every list of the tree
+    that reads as a reference counts, a data list that happens to read so too (it can only refuse more). A reference
+    to another listed object (``"obj"``) ends the walk there: that object's own places are read as its own."""
+    found: set[str] = set()
+    boxes: set[int] = set()
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if type(node) is not list:
+            continue
+        if len(node) >= 2 and node[0] == "r":
+            kind = node[1]
+            if kind in _BY_REFERENCE:
+                claim = node[3] if kind == "mine" and len(node) > 3 else None
+                found.add(":".join(str(part) for part in claim[:2]) if type(claim) is list else str(kind))
+                continue
+            if kind in ("obj", "fn", "enum"):
+                continue
+            if kind == "box" and len(node) == 3 and type(node[2]) is int:
+                boxes.add(node[2])
+                continue
+        todo.extend(node)
+    return found, boxes
+
+
+def _places(entry: list) -> list[tuple[str, Any]]:
+    """The places of one listed object (``[tag, key, state, items, entries, members]``) and the tree at each: each
+    top-level name of a dict state (and of its slots), else ``"[state]"`` for the whole; ``"[items]"``,
+    ``"[entries]"``, ``"[members]"``; a name that is no string is ``"?"``."""
+    places: list[tuple[str, Any]] = []
+    state = entry[2]
+    parts = state[1] if type(state) is list and len(state) == 2 and state[0] == "t" and type(state[1]) is list \
+        else [state]
+    for part in parts:
+        if type(part) is list and len(part) == 2 and part[0] == "d" and type(part[1]) is list:
+            flat = part[1]
+            for i in range(0, len(flat), 2):
+                places.append((flat[i] if type(flat[i]) is str else "?", flat[i:i + 2]))
+        elif part is not None:
+            places.append(("[state]", part))
+    places += [(name, tree) for name, tree in zip(("[items]", "[entries]", "[members]"), entry[3:6])
+               if tree is not None]
+    return places
+
+
+def references_held(objects: list, boxes: list) -> dict[tuple[str, str], set[str]]:
+    """Where the library objects of a mirror (its ``objects`` and ``boxes`` as sent) hold an object by reference:
+    ``(key, place) -> the classes those objects claim``, ``key`` the class the mirror names for the holder, ``place``
+    a top-level name of its state (see :func:`_places`). Read from the trees alone, before anything is made: the
+    judge refuses a mirror with a place the table does not name (:data:`.mirror_table.SLOTS`); the survey records
+    them. A malformed entry is skipped here (the judge refuses it when it makes the objects); references at the
+    mirror's root, outside every library object, are the program's value itself and are not counted."""
+    in_boxes = [_references_in(box) for box in boxes]
+
+    def through(linked: set[int]) -> set[str]:  # what the boxes reached from ``linked`` hold, boxes in boxes too
+        found: set[str] = set()
+        todo, seen = list(linked), set(linked)
+        while todo:
+            index = todo.pop()
+            if not 0 <= index < len(in_boxes):
+                continue
+            found |= in_boxes[index][0]
+            todo += [more for more in in_boxes[index][1] - seen]
+            seen |= in_boxes[index][1]
+        return found
+
+    held: dict[tuple[str, str], set[str]] = {}
+    for entry in objects:
+        if not (type(entry) is list and len(entry) == 6):
+            continue
+        key = entry[1] if type(entry[1]) is str else "?"
+        for place, tree in _places(entry):
+            found, linked = _references_in(tree)
+            found |= through(linked)
+            if found:
+                held.setdefault((key, place), set()).update(found)
+    return held
+
+
 # ------------------------------------------------------------------------------------------------ judge side
 
 class Mirrors:
@@ -266,9 +360,15 @@ class Mirrors:
             raise MirrorRefused("a malformed mirror")
         if len(tree[2]) > MAX_OBJECTS or len(tree) == 4 and len(tree[3]) > MAX_OBJECTS:
             raise MirrorRefused(f"a mirror of more than {MAX_OBJECTS} objects")
+        boxes = tree[3] if len(tree) == 4 else []
+        for (key, place), claims in references_held(tree[2], boxes).items():
+            if (key, place) not in SLOTS:
+                raise MirrorRefused(f"a {key[:120]} object holds the program's {sorted(claims)[0][:80]} object at "
+                                    f"{place[:60]!r}, where the judge's library would ask the program what it computes "
+                                    "from the object's own data")
         build = _Build(self, by_reference)
         try:
-            return build.run(tree[1], tree[2], tree[3] if len(tree) == 4 else [])
+            return build.run(tree[1], tree[2], boxes)
         except MirrorRefused:
             raise
         except RecursionError:

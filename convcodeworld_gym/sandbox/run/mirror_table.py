@@ -9,9 +9,11 @@ was read (``mirror_allowed.REVIEWED``), and its ``__setstate__`` only where that
 Holds:
     CLASSES    ``module:qualname`` of each library class a mirror may list -> why its comparisons are its library's
     CALLABLES  ``module:qualname`` of each library function or class a mirror may hold as a value -> what it is
+    SLOTS      ``(module:qualname, place)`` where an object of a listed class may hold an object by reference (the
+               program's own, or one of the judge's handed to it) -> what the judge's library does with it
 """
 
-__all__ = ["CLASSES", "CALLABLES"]
+__all__ = ["CLASSES", "CALLABLES", "SLOTS"]
 
 #: The library classes a mirror may list.
 CLASSES: dict[str, str] = {
@@ -38,6 +40,7 @@ CLASSES: dict[str, str] = {
     'matplotlib.artist:_XYPair': 'no comparison of its own: compares as its builtin base tuple',
     'matplotlib.axes._axes:Axes': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.axes._base:_process_plot_var_args': 'no comparison or arithmetic of its own: compared by identity',
+    'matplotlib.axes._base:_PropCycle': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.axis:Ticker': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.axis:XAxis': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.axis:XTick': 'no comparison or arithmetic of its own: compared by identity',
@@ -57,6 +60,7 @@ CLASSES: dict[str, str] = {
     'matplotlib.colorbar:Colorbar': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.colorbar:_ColorbarAxesLocator': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.colorbar:_ColorbarSpine': 'no comparison or arithmetic of its own: compared by identity',
+    'matplotlib.colorizer:Colorizer': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.colors:LinearSegmentedColormap': 'its comparisons were read (mirror_allowed.REVIEWED): Colormap.__eq__',
     'matplotlib.colors:ListedColormap': 'its comparisons were read (mirror_allowed.REVIEWED): Colormap.__eq__',
     'matplotlib.colors:Normalize': 'no comparison or arithmetic of its own: compared by identity',
@@ -72,6 +76,7 @@ CLASSES: dict[str, str] = {
     'matplotlib.font_manager:FontProperties': 'its comparisons were read (mirror_allowed.REVIEWED): FontProperties.__eq__',
     'matplotlib.gridspec:GridSpec': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.gridspec:GridSpecFromSubplotSpec': 'no comparison or arithmetic of its own: compared by identity',
+    'matplotlib.gridspec:SubplotParams': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.gridspec:SubplotSpec': 'its comparisons were read (mirror_allowed.REVIEWED): SubplotSpec.__eq__',
     'matplotlib.image:AxesImage': 'no comparison or arithmetic of its own: compared by identity',
     'matplotlib.legend:Legend': 'no comparison or arithmetic of its own: compared by identity',
@@ -177,4 +182,18 @@ CALLABLES: dict[str, str] = {
     'pandas.plotting._matplotlib.converter:_monthly_finder': "pandas' tick finder for monthly periods: tick positions from a range of ordinals",
     'pandas.plotting._matplotlib.converter:_quarterly_finder': "pandas' tick finder for quarterly periods: tick positions from a range of ordinals",
     'pandas.plotting._matplotlib.timeseries:_format_coord': 'a library callable a mirrored object holds (a callback, a factory)',
+}
+SLOTS: dict[tuple[str, str], str] = {
+    ('django.http.response:FileResponse', '_iterator'): "the file's chunk iterator: iterated for streaming_content; yields the program's bytes (data, as a response body the program wrote)",
+    ('django.http.response:FileResponse', '_resource_closers'): "close() of the file (or of the test's mock): called, no argument, when the response is closed; its answer is ignored",
+    ('django.http.response:FileResponse', 'cookies'): "http.cookies.SimpleCookie, a standard-library dict subclass that crosses as a stand-in: response.cookies[name] asks the program for its cookie (data); Django's has_header and headers never read it",
+    ('django.http.response:FileResponse', 'file_to_stream'): "the file streamed (a BytesIO, or the test's mock): read by the response's iterator for its bytes (data); no value of the test's is passed to it",
+    ('django.http.response:HttpResponse', 'cookies'): "http.cookies.SimpleCookie, a standard-library dict subclass that crosses as a stand-in: response.cookies[name] asks the program for its cookie (data); Django's has_header and headers never read it",
+    ('django.http.response:HttpResponseBadRequest', 'cookies'): "http.cookies.SimpleCookie, a standard-library dict subclass that crosses as a stand-in: response.cookies[name] asks the program for its cookie (data); Django's has_header and headers never read it",
+    ('gensim.models.word2vec:Word2Vec', 'hashfxn'): "the hash of the seeding of vectors (builtins.hash): called only when the model trains again, with the model's words; vocabulary lookups (wv) never call it",
+    ('gensim.models.word2vec:Word2Vec', 'random'): "numpy's RandomState the model draws from while it trains: asked only when the model trains again; vocabulary lookups (wv) never call it",
+    ('matplotlib.axes._axes:Axes', '_remove_method'): "how the Axes leaves its figure (matplotlib 3.11's colorbar axes hold a closure of the library's): called with the Axes, only by ax.remove(); its answer is ignored",
+    ('matplotlib.ticker:FuncFormatter', 'func'): "the program's label function: called with a tick's value and position, its answer made a str (a label the program wrote, as a FixedFormatter would hold); the test compares the labels in the judge",
+    ('sklearn.tree._classes:DecisionTreeClassifier', 'tree_'): "sklearn.tree._tree.Tree (Cython; it pickles by its constructor, so it crosses as a stand-in): predict/apply/decision_path ask it with the test's X, feature_importances_ with nothing; answers are data (the program's predictions for the test's inputs); score's y never reaches it",
+    ('sklearn.tree._classes:DecisionTreeRegressor', 'tree_'): "sklearn.tree._tree.Tree (Cython; it pickles by its constructor, so it crosses as a stand-in): predict/apply/decision_path ask it with the test's X, feature_importances_ with nothing; answers are data (the program's predictions for the test's inputs); score's y never reaches it",
 }
