@@ -27,6 +27,7 @@ import gymnasium as gym
 
 from ..combos import FeedbackConfig
 from ..env import ConvCodeWorldEnv
+from ..errors import ServerLimitError
 from ..registration import LIVE_IDS, env_id
 from ..sandbox import Executor
 from ..tasks import DatasetSpec, TaskSet
@@ -45,7 +46,8 @@ class ServerLimits:
     Attributes:
         max_sessions: sessions at once (``--max-sessions``): WebSocket connections to ``/ws`` or ``/mcp``, the only
             way a session is made (:mod:`.binding`); one more is refused (OpenEnv's ``CAPACITY_REACHED``) until one
-            ends.
+            ends. It also bounds the episodes open (:meth:`Backend.make_env`): a session's, and the one an HTTP
+            ``/reset`` opens for its request, so a flood of HTTP resets is refused (503) past it.
         max_request_bytes: the largest request: a WebSocket message or an HTTP body (``--max-request-bytes``).
         max_episode_s: seconds from an episode's ``reset`` to its end (``--max-episode-s``); a step still running
             then is cancelled, and the episode is over (a new ``reset`` starts another). ``None``: no limit.
@@ -160,6 +162,7 @@ class Backend:
         if FeedbackConfig.parse(gym.registry[full].kwargs["feedback"]).verbal != "none":  # SNF / SEF
             kwargs["simulator_kwargs"] = dict(self.simulator_kwargs)
         with self._lock:
+            self._check_capacity()
             if self._tasks is None:  # the first env chooses the task set the runtime can serve; later ones reuse it
                 env = gym.make(full, dataset=self.dataset, stdlib_only=self.stdlib_only, limit=self.limit,
                                canary=self.canary, canary_seed=self.canary_seed, **kwargs)
@@ -168,6 +171,16 @@ class Backend:
                 env = gym.make(full, dataset=self._tasks, **kwargs)
             self._live.add(id(env))
         return env  # type: ignore[return-value]
+
+    def _check_capacity(self) -> None:
+        """Refuse one env more than ``limits.max_sessions`` (under the lock): a WebSocket session holds at most one,
+        and an HTTP ``/reset`` one for its request (OpenEnv's stateless routes), so the flag bounds both together."""
+        cap = self.limits.max_sessions
+        if len(self._live) >= cap:
+            raise ServerLimitError(
+                f"this server has {len(self._live)}/{cap} episodes open (WebSocket sessions and HTTP /reset requests "
+                "together; convcodeworld serve --max-sessions): try again when one ends, or play over the /ws "
+                "WebSocket", "max_sessions")
 
     def release(self, env: gym.Env) -> None:
         """Close an env :meth:`make_env` made (its own simulated user; never the shared executor); once: an env

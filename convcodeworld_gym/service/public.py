@@ -47,7 +47,9 @@ VALIDATION_ERROR = "VALIDATION_ERROR"
 #: OpenEnv's WebSocket error code for an error of the env (the server's failure).
 EXECUTION_ERROR = "EXECUTION_ERROR"
 #: Codes of the limits a reset or step can reach (the guard's own limits have theirs: REQUEST_TOO_LARGE, ...).
-_LIMIT_CODES = {"max_episode_s": "EPISODE_TIMEOUT"}
+_LIMIT_CODES = {"max_episode_s": "EPISODE_TIMEOUT", "max_sessions": "CAPACITY_REACHED"}
+#: Limits whose refusal means "busy now, ask again" (HTTP 503) rather than "this request is wrong" (400).
+_BUSY_LIMITS = frozenset({"max_sessions"})
 
 
 class ServerFault(Exception):
@@ -79,7 +81,7 @@ def _callers(exc: BaseException, redactor: Redactor) -> Refused | None:
     if isinstance(exc, (UnknownTaskError, ResetNeeded)):
         return Refused(type(exc).__name__, redactor.text(str(exc)), status=400, code=VALIDATION_ERROR)
     if isinstance(exc, ServerLimitError):
-        return Refused("ServerLimitError", redactor.text(str(exc)), status=400,
+        return Refused("ServerLimitError", redactor.text(str(exc)), status=503 if exc.limit in _BUSY_LIMITS else 400,
                        code=_LIMIT_CODES.get(exc.limit, VALIDATION_ERROR))
     if isinstance(exc, (ValueError, TypeError)) and not isinstance(exc, ServerFault):
         return Refused(type(exc).__name__, redactor.text(str(exc)), status=400, code=VALIDATION_ERROR)

@@ -138,3 +138,32 @@ def test_an_episode_past_its_time_is_over_its_step_cancelled(limited, humaneval)
     assert took < 4.5, took  # cut at the limit, not when the program ended
     assert again.kind == "ResetNeeded" and "is over" in str(again)
     assert replayed.observation.turn == 0 and passed.reward == 1.0
+
+
+def test_an_http_reset_counts_against_max_sessions_beside_the_websocket_sessions(limited):
+    """An HTTP ``/reset`` makes an env for its request (OpenEnv's stateless routes): with ``--max-sessions`` envs open
+    by WebSocket sessions it is refused with 503 ``CAPACITY_REACHED`` naming the flag, and goes through once one
+    ends. Before, HTTP resets made envs past the limit (bounded by nothing but the request timeout)."""
+    async def sessions():
+        first, second = ConvCodeWorldClient(base_url=limited.base_url), ConvCodeWorldClient(base_url=limited.base_url)
+        await first.reset(task_id="HumanEval/0")
+        await second.reset(task_id="HumanEval/1")
+        async with httpx.AsyncClient(timeout=30) as http:
+            over = await http.post(f"{limited.base_url}/reset", json={"task_id": "HumanEval/2"})
+            await first.close()
+            for _ in range(50):  # the server sees the close and gives the env back
+                if limited.sessions()["live_episodes"] < MAX_SESSIONS:
+                    break
+                await asyncio.sleep(0.1)
+            under = await http.post(f"{limited.base_url}/reset", json={"task_id": "HumanEval/2"})
+        await second.close()
+        return over, under
+
+    over, under = run(sessions())
+    assert over.status_code == 503, over.text
+    body = over.json()
+    assert (body["kind"], body["code"]) == ("ServerLimitError", "CAPACITY_REACHED")
+    assert "--max-sessions" in body["detail"] and f"{MAX_SESSIONS}/{MAX_SESSIONS}" in body["detail"]
+    assert under.status_code == 200, under.text
+    assert under.json()["observation"]["task_id"] == "HumanEval/2"
+    assert limited.sessions()["live_episodes"] == 0  # the HTTP reset's env was given back
