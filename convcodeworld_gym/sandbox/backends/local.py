@@ -59,7 +59,7 @@ class LocalExecutor(Executor):
         if self._probe is None:
             from ..runtimes.needs import RuntimeProbe
 
-            self._probe = RuntimeProbe(self.python)
+            self._probe = RuntimeProbe.shared(self.python)
         return self._probe
 
     def run(self, task: Task, program: str) -> ExecutionResult:

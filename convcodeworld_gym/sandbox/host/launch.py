@@ -191,7 +191,7 @@ class LocalLauncher(Launcher):
 
     def probe(self) -> RuntimeProbe:
         if self._probe is None:
-            self._probe = RuntimeProbe(self.python)
+            self._probe = RuntimeProbe.shared(self.python)
         return self._probe
 
     @property

@@ -1,10 +1,12 @@
 """Runs as a script in a runtime's interpreter: which of the modules and NLTK data it is asked about it lacks.
 
 Run as a script (``python -s _probe.py``) with ``{"modules": [...], "nltk": {name: path}}`` as JSON
-on stdin; writes ``{"modules": [lacking], "nltk": [lacking], "identity": [...]}`` to stdout. The
+on stdin; writes ``{"modules": [lacking], "nltk": [lacking], "identity": [...], "paths": [...],
+"prefix": ...}`` to stdout. The
 NLTK data is looked for as a run looks for it: ``nltk.data.find`` with a run's environment (the
 caller sets it). ``identity`` is the interpreter's version and every installed distribution with
-its version (what the result cache's key must change with).
+its version (what the result cache's key must change with); ``paths`` the directories on its ``sys.path`` (but this script's own) and
+``prefix`` its ``sys.prefix`` (where an install lands: the caller watches them to know when to ask again).
 
 This file imports nothing from the package and only the standard library (besides ``nltk`` when
 asked about its data): the runtime interpreter may have nothing of this project installed.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
 import sys
 
 __all__ = ["main"]
@@ -67,7 +70,8 @@ def main() -> None:
     identity = [sys.version, sys.platform] + sorted(
         f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions() if d.metadata["Name"])
     answer = {"modules": [m for m in ask.get("modules", []) if not _importable(m)],
-              "nltk": _lacking_nltk_data(ask.get("nltk", {})), "identity": identity}
+              "nltk": _lacking_nltk_data(ask.get("nltk", {})), "identity": identity,
+              "paths": [p for p in sys.path[1:] if p and os.path.isdir(p)], "prefix": sys.prefix}
     json.dump(answer, sys.stdout)
 
 

@@ -12,6 +12,7 @@ the interpreter of this process.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -128,13 +129,47 @@ class Lacking:
                 "so its tests cannot pass here.")
 
 
+#: Where NLTK looks for its data under an interpreter's prefix, and outside it (a run's ``HOME`` is empty and its
+#: environment has no ``NLTK_DATA``, so these are all a run can find).
+_NLTK_UNDER_PREFIX = ("nltk_data", "share/nltk_data", "lib/nltk_data")
+_NLTK_SYSTEM = ("/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data", "/usr/local/lib/nltk_data")
+
+
+def _stamp(paths: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    """Each of ``paths`` with its modification time in ns (-1: absent). A directory's time changes when an entry is
+    added, removed or renamed in it: what ``pip install``/``uninstall`` do in site-packages, and a download in an NLTK
+    data dir or its category dirs."""
+    stamped = []
+    for path in paths:
+        try:
+            stamped.append((path, os.stat(path).st_mtime_ns))
+        except OSError:
+            stamped.append((path, -1))
+    return tuple(stamped)
+
+
+def _watched(paths: Iterable[str], prefix: str) -> list[str]:
+    """The directories whose change means an interpreter may hold other modules or NLTK data: its ``sys.path``
+    directories, and the NLTK data dirs a run can search with their category dirs (``corpora``, ``tokenizers``...)."""
+    nltk_roots = [os.path.join(prefix, sub) for sub in _NLTK_UNDER_PREFIX if prefix] + list(_NLTK_SYSTEM)
+    watched = list(paths) + nltk_roots
+    for root in nltk_roots:
+        with contextlib.suppress(OSError):
+            watched += sorted(entry.path for entry in os.scandir(root) if entry.is_dir())
+    return watched
+
+
 class RuntimeProbe:
     """Asks the interpreter ``python`` which modules and NLTK data it lacks; each answer is cached.
 
     The question runs in a subprocess of that interpreter, with a run's environment (no inherited
     variables, ``HOME`` a fresh empty dir) and ``extra_path`` on its ``PYTHONPATH`` (what the sandbox
-    worker adds). Thread-safe.
+    worker adds). Thread-safe. :meth:`shared` gives one probe per interpreter to a whole process, asked again
+    once something is installed in it or removed from it (:meth:`unchanged`).
     """
+
+    _shared: dict[tuple[str, str | None], RuntimeProbe] = {}
+    _shared_lock = threading.Lock()
 
     def __init__(self, python: str, extra_path: str | None = None, timeout_s: float = 120.0) -> None:
         self.python = python
@@ -143,7 +178,27 @@ class RuntimeProbe:
         self._modules: dict[str, bool] = {}
         self._data: dict[str, bool] = {}
         self._identity: list[str] | None = None
+        self._stamp: tuple[tuple[str, int], ...] | None = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, python: str, extra_path: str | None = None) -> RuntimeProbe:
+        """This process's probe of ``python`` (with ``extra_path``): the one made before while :meth:`unchanged`,
+        else a fresh one. Executors of one interpreter share it, so the second one made asks nothing (its answers,
+        and the identity result caches are keyed by, are the first's until an install changes the interpreter)."""
+        key = (python, extra_path)
+        with cls._shared_lock:
+            probe = cls._shared.get(key)
+            if probe is None or not probe.unchanged():
+                probe = cls._shared[key] = cls(python, extra_path)
+            return probe
+
+    def unchanged(self) -> bool:
+        """Whether the interpreter's installed modules and NLTK data dirs are as they were when it was first asked
+        (True before any question): nothing added to, removed from or renamed in its ``sys.path`` directories or
+        NLTK data dirs. A file edited in place inside a package is not seen (nor is it by :meth:`identity`)."""
+        stamp = self._stamp
+        return stamp is None or _stamp(path for path, _ in stamp) == stamp
 
     def _ask(self, modules: Iterable[str], data: Iterable[str]) -> None:
         """Fill the caches for ``modules`` and ``data`` not asked about yet (and the identity, once)."""
@@ -169,6 +224,8 @@ class RuntimeProbe:
             self._modules.update({m: m not in lacking_modules for m in modules})
             self._data.update({d: d not in lacking_data for d in data})
             self._identity = answer["identity"]
+            if self._stamp is None:
+                self._stamp = _stamp(_watched(answer.get("paths", ()), answer.get("prefix", "")))
 
     def lacking_modules(self, modules: Iterable[str]) -> tuple[str, ...]:
         """Those of ``modules`` (top-level names) this runtime cannot import, sorted."""

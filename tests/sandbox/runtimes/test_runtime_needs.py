@@ -143,3 +143,70 @@ def test_nltk_data_needs_are_read_from_the_task_text():
     blob_sentiment = _task("n/5", "from textblob import TextBlob\nS = TextBlob('good').sentiment\n")
     assert [nltk_data_needed(t) for t in (tokenize, download, no_data, not_nltk, blob_tokens, blob_sentiment)] == [
         ("punkt",), ("vader_lexicon",), (), (), ("punkt",), ()]
+
+
+@pytest.fixture
+def bare_venv(tmp_path) -> str:
+    """A fresh venv of this Python with nothing installed (no pip): an interpreter whose site-packages a test may
+    change."""
+    import subprocess
+    import venv  # noqa: F401 - checks the module is there
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    return str(tmp_path / "venv" / "bin" / "python")
+
+
+def test_executors_of_one_interpreter_share_its_probe_until_something_is_installed(bare_venv, absent, monkeypatch):
+    """The second executor of an interpreter asks it nothing (a shared probe; each question is a subprocess of
+    about 0.15 s, three for an env's executor); once a module is installed in it, or NLTK data is downloaded into
+    it, the next executor asks again and sees it."""
+    import subprocess
+    from pathlib import Path
+
+    asked: list[list[str]] = []
+    real_run = subprocess.run
+
+    def counting_run(command, *args, **kwargs):
+        asked.append(command)
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", counting_run)
+    first = RuntimeProbe.shared(bare_venv)
+    assert first.lacking_modules([absent]) == (absent,)
+    identity = first.identity()
+    assert len(asked) == 1
+    second = RuntimeProbe.shared(bare_venv)
+    assert second is first and second.lacking_modules([absent]) == (absent,) and second.identity() == identity
+    assert len(asked) == 1  # nothing asked again
+
+    site = Path(bare_venv).parent.parent / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    (site / f"{absent}.py").write_text("X = 1\n")  # installed
+    installed = RuntimeProbe.shared(bare_venv)
+    assert installed is not first and installed.lacking_modules([absent]) == ()
+    assert len(asked) == 2
+
+    assert RuntimeProbe.shared(bare_venv) is installed
+    corpora = Path(bare_venv).parent.parent / "nltk_data" / "corpora"
+    corpora.mkdir(parents=True)  # a first NLTK download into the runtime
+    assert RuntimeProbe.shared(bare_venv) is not installed
+    fresh = RuntimeProbe.shared(bare_venv)
+    fresh.identity()
+    (corpora / "stopwords").mkdir()  # a later one, into a category dir that exists
+    assert not fresh.unchanged() and RuntimeProbe.shared(bare_venv) is not fresh
+
+
+def test_a_second_gym_make_with_its_own_executor_asks_the_runtime_nothing(monkeypatch):
+    """``gym.make`` without ``executor=`` builds the env its own executor; the runtime's answers are the process's
+    (it cost three probe subprocesses, 0.4-1.5 s, each time)."""
+    import subprocess
+
+    gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval").close()
+    asked: list[object] = []
+    real_run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda command, *a, **k: asked.append(command) or real_run(command, *a, **k))
+    env = gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval")
+    try:
+        assert env.unwrapped.executor.runtime_probe() is not None
+        assert asked == []
+    finally:
+        env.close()
