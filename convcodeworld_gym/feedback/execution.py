@@ -46,7 +46,7 @@ from typing import Literal
 
 from ..sandbox.result import ExecutionResult, Outcome, TestResult
 from ..sandbox.run.events import MODULE_NAME
-from ..tasks import TEST_CLASS, Task
+from ..tasks import PUBLIC_TEST_COUNT, TEST_CLASS, Task
 from ..tasks.record import quiet_compiling
 
 __all__ = [
@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 PASSED_ALL_TEST_RUNS = "Passed all test runs"
-PARTIAL_TEST_COUNT = 3
+PARTIAL_TEST_COUNT = PUBLIC_TEST_COUNT
 TRIM_THRESHOLD = 8000
 FRONT_CHARS = 2000
 REAR_CHARS = 4000
@@ -181,10 +181,13 @@ def reference_partial_names(test_source: str) -> tuple[str, ...]:
 
 def visible_tests(task: Task, style: FeedbackStyle = "reference") -> tuple[str, ...]:
     """What partial coverage shows of ``task``: in the reference style the first 3 function names of its test source
-    (:func:`reference_partial_names`, block keys); in the others its first 3 test methods."""
+    (:func:`reference_partial_names`, block keys); in the others its public tests (:attr:`~..tasks.Task.public_tests`:
+    the first 3 test methods). Either way no test outside the public ones, which every executor runs first."""
     _check_style(style)
-    names = reference_partial_names(task.test) if style == "reference" else task.test_names
-    return tuple(names[:PARTIAL_TEST_COUNT])
+    if style == "reference":  # a hidden test's name among them (never so in HumanEval or BigCodeBench) is not shown
+        hidden = set(task.test_names) - set(task.public_tests)
+        return tuple(n for n in reference_partial_names(task.test)[:PARTIAL_TEST_COUNT] if n not in hidden)
+    return task.public_tests
 
 
 def stopped_test(result: ExecutionResult) -> str | None:
@@ -292,7 +295,8 @@ def execution_feedback(
     shown = set(visible_tests or ())
     if _stopped(result):
         result, went_on = _with_rest(result, rest)
-        if style == "reference" and not went_on:  # the reference's process was killed: no details
+        hidden_stop = coverage == "partial" and _public_reported(result, shown)  # the public tests' text stands
+        if style == "reference" and not went_on and not hidden_stop:  # the reference's process was killed: no details
             return PASSED_ALL_TEST_RUNS if coverage == "partial" else ""
     entries: list[_Entry] = []
     if result.crash is not None:
@@ -306,9 +310,19 @@ def execution_feedback(
             details[entry.key] = entry.text
         blocks = [_block(key, text) for key, text in details.items() if coverage == "full" or key in shown]
     else:
-        blocks = [_block(e.key, e.text) for e in entries if coverage == "full" or e.test in shown or e.test == CRASH_BLOCK]
+        crash_shown = coverage == "full" or not _public_reported(result, shown)
+        blocks = [_block(e.key, e.text) for e in entries
+                  if coverage == "full" or e.test in shown or (e.test == CRASH_BLOCK and crash_shown)]
     text = "\n".join(blocks) if blocks else PASSED_ALL_TEST_RUNS
     return trim_feedback(text) if trim else text
+
+
+def _public_reported(result: ExecutionResult, shown: set[str]) -> bool:
+    """Whether every shown test of ``result`` reported an outcome of its own. Executors run a task's public tests
+    first (:attr:`~..tasks.Task.public_tests`), so a crash or a time limit that came after that came in a hidden test,
+    and partial coverage must not show it: the public tests' text stays what they reported (else a program that
+    loops or dies on one hidden input would tell a policy something of it)."""
+    return all(t.outcome not in (Outcome.NOT_RUN, Outcome.TIMEOUT) for t in result.tests if t.name in shown)
 
 
 def compile_error_feedback(

@@ -140,6 +140,8 @@ class Job(_Record):
             never given more than its job says.
         facts: the split judge's :class:`~.run.judge.JudgeFacts` of the task's tests, as data (found once per task by
             the executor; None: the run finds them).
+        first: the tests run first (the task's public tests, :attr:`~..tasks.Task.public_tests`), then the others:
+            nothing run for a hidden test can change what a public one reports (:func:`.run.runner.run_suite`).
 
     >>> job = Job("def f(): pass", "T", "", "f", "__test__", "TestCases", "split", {"suite_timeout_s": 5.0})
     >>> Job.from_wire(job.to_wire()) == job
@@ -157,13 +159,15 @@ class Job(_Record):
     preload: tuple[str, ...] = ()
     network: str = "none"
     facts: dict[str, Any] | None = None
+    first: tuple[str, ...] = ()
 
     @classmethod
     def from_wire(cls, data: bytes | str) -> Job:
         message = _loads(data)
         return cls(message["program"], message["test"], message["prelude"], message["entry_point"], message["module"],
                    message["test_class"], message.get("mode", "split"), dict(message["limits"]),
-                   tuple(message.get("preload", ())), message.get("network", "none"), message.get("facts"))
+                   tuple(message.get("preload", ())), message.get("network", "none"), message.get("facts"),
+                   tuple(message.get("first", ())))
 
 
 @dataclass(frozen=True)
@@ -402,9 +406,10 @@ class RunnerJob(_Record):
         test_class: the ``TestCase`` class to run.
         module: the module name they run as.
         token: the run's secret: every event line on the result channel starts with it (:func:`seal`).
+        first: the tests run first (:attr:`Job.first`).
 
-    >>> RunnerJob.from_wire(RunnerJob("p", "t", "TestCases", "__test__", "t0k").to_wire()).token
-    't0k'
+    >>> RunnerJob.from_wire(RunnerJob("p", "t", "TestCases", "__test__", "t0k", ("test_b",)).to_wire()).first
+    ('test_b',)
     """
 
     program: str
@@ -412,8 +417,10 @@ class RunnerJob(_Record):
     test_class: str
     module: str
     token: str
+    first: tuple[str, ...] = ()
 
     @classmethod
     def from_wire(cls, data: bytes | str) -> RunnerJob:
         message = _loads(data)
-        return cls(message["program"], message["test"], message["test_class"], message["module"], message["token"])
+        return cls(message["program"], message["test"], message["test_class"], message["module"], message["token"],
+                   tuple(message.get("first", ())))

@@ -32,7 +32,7 @@ from typing import Union
 from ..errors import DatasetError, LeftOutTaskError, UnknownTaskError
 from .files import BIGCODEBENCH_ENV, DEFAULT_DATASET, load_bigcodebench, load_task_file, record_to_task
 from .humaneval import load_humaneval
-from .record import TEST_CLASS, Task, imported_modules, test_method_names, third_party
+from .record import PUBLIC_TEST_COUNT, TEST_CLASS, Task, imported_modules, test_method_names, third_party
 from .canary import CanaryTwin, is_canary, with_canaries
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "BIGCODEBENCH_ENV",
     "DEFAULT_DATASET",
     "TEST_CLASS",
+    "PUBLIC_TEST_COUNT",
     "CanaryTwin",
     "is_canary",
     "with_canaries",

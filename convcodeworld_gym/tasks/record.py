@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 __all__ = ["Task", "test_method_names", "imported_modules", "imported_module_paths", "third_party", "parse_source", "parse_result", "quiet_compiling",
-           "TEST_CLASS"]
+           "TEST_CLASS", "PUBLIC_TEST_COUNT"]
 
 #: Name of the unittest class every task's test source defines.
 TEST_CLASS = "TestCases"
@@ -61,6 +61,10 @@ def parse_source(source: str) -> ast.Module | None:
     """``source``'s syntax tree, or None where it has none (:func:`parse_result` says why)."""
     tree = parse_result(source)
     return tree if isinstance(tree, ast.Module) else None
+
+
+#: How many test methods of a task are public (shown by partial execution feedback): the reference's first 3.
+PUBLIC_TEST_COUNT = 3
 
 
 def test_method_names(test_source: str, class_name: str = TEST_CLASS) -> tuple[str, ...]:
@@ -221,6 +225,18 @@ class Task:
     def test_names(self) -> tuple[str, ...]:
         """Test methods of ``TestCases`` in source order (parsed, not executed)."""
         return test_method_names(self.test)
+
+    @cached_property
+    def public_tests(self) -> tuple[str, ...]:
+        """The tests partial execution feedback may show: the first :data:`PUBLIC_TEST_COUNT` test methods in source
+        order. Every executor runs them first (alphabetically, as unittest does), then the others (alphabetically), so
+        that nothing run for a hidden test can change what a public test reports.
+
+        >>> Task("d/0", "", "def f():\\n", "f", "", "class TestCases:\\n def test_d(s): pass\\n def test_c(s): pass\\n"
+        ...      " def test_b(s): pass\\n def test_a(s): pass\\n").public_tests
+        ('test_d', 'test_c', 'test_b')
+        """
+        return self.test_names[:PUBLIC_TEST_COUNT]
 
     @cached_property
     def test_digest(self) -> str:

@@ -83,7 +83,8 @@ class LocalExecutor(Executor):
 
     def _execute(self, task: Task, program: str, workdir: str) -> tuple[list[Event], str | None, str]:
         token = new_token()
-        job = RunnerJob(program=program, test=task.test, test_class=TEST_CLASS, module=MODULE_NAME, token=token)
+        job = RunnerJob(program=program, test=task.test, test_class=TEST_CLASS, module=MODULE_NAME, token=token,
+                        first=task.public_tests)
         read_fd, write_fd = os.pipe()
         try:
             proc = subprocess.Popen(

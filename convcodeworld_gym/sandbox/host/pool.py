@@ -745,7 +745,8 @@ class SandboxExecutor(Executor):
                   test_class=TEST_CLASS, mode=mode.value, limits=asdict(limits),
                   preload=tuple(sorted(m for m in task.third_party_imports if m.split(".")[0] not in lacking.modules)),
                   network=network,
-                  facts=_judge_facts(task.header, task.test) if mode is Mode.SPLIT else None)
+                  facts=_judge_facts(task.header, task.test) if mode is Mode.SPLIT else None,
+                  first=task.public_tests)
         group, worker = self._take(task, program)
         lost: str | None = None
         reply: Reply | None = None

@@ -47,7 +47,7 @@ else:  # run as a script by LocalExecutor: its own dir is sys.path[0] until main
 
     del sys.path[0], sys.modules["messages"]  # a program's own ``import messages`` must not find ours
 
-__all__ = ["emit", "run_suite", "TestGuard", "ControlFlowRefused", "NO_OUTCOME"]
+__all__ = ["emit", "run_suite", "ordered", "TestGuard", "ControlFlowRefused", "NO_OUTCOME"]
 
 # unittest leaves frames of modules that set this out of a test's traceback: the guard's frame is not the program's.
 __unittest = True
@@ -371,10 +371,32 @@ class _StreamingResult(unittest.TestResult):
             self._enter(test, "failures" if failed else "errors", (self.failures if failed else self.errors)[-1][1], subtest)
 
 
+def ordered(suite: unittest.TestSuite, first: tuple[str, ...]) -> unittest.TestSuite:
+    """``suite`` (one class's tests, as unittest's loader sorts them: by name) with the tests named in ``first`` moved
+    to the front, each group keeping its order: the public tests run before any hidden one, so that a hidden test's
+    call can neither reach the program's process before a public test reports nor change what one reports.
+
+    >>> class T(unittest.TestCase):
+    ...     def test_a(self): pass
+    ...     def test_b(self): pass
+    ...     def test_c(self): pass
+    >>> [t._testMethodName for t in ordered(unittest.TestLoader().loadTestsFromTestCase(T), ("test_c", "test_b"))]
+    ['test_b', 'test_c', 'test_a']
+    """
+    if not first:
+        return suite
+    public = frozenset(first)
+    tests = list(suite)
+    return unittest.TestSuite(sorted(tests, key=lambda t: getattr(t, "_testMethodName", "") not in public))
+
+
 def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: dict | None = None,
               *, token: str, tests: str | None = None, code: types.CodeType | None = None,
-              stats: Callable[[], dict] | None = None, refusals: Callable[[], list[str]] | None = None) -> None:
+              stats: Callable[[], dict] | None = None, refusals: Callable[[], list[str]] | None = None,
+              first: tuple[str, ...] = ()) -> None:
     """Exec ``source`` as module ``module_name`` (with ``inject`` preset in it), run ``test_class``, stream events.
+
+    ``first``: the tests run before the others (the task's public tests; :func:`ordered`).
 
     ``refusals`` gives (and forgets) the operations the split judge refused on the program's objects since it
     was last asked (:meth:`.standin.Peer.take_refusals`): a test that met one fails, even where it caught it.
@@ -398,7 +420,7 @@ def run_suite(fd: int, source: str, module_name: str, test_class: str, inject: d
     try:
         exec(code if code is not None else compile(source, filename, "exec"), module.__dict__)
         test_case = module.__dict__[test_class]
-        suite = unittest.TestLoader().loadTestsFromTestCase(test_case)
+        suite = ordered(unittest.TestLoader().loadTestsFromTestCase(test_case), first)
         guard = TestGuard(list(suite), test_case, source if tests is None else tests)
         unittest.case._Outcome = _GuardedOutcome  # noqa: SLF001 - this process runs one suite, then exits
         loaded_at = _clock()
@@ -415,7 +437,8 @@ def main() -> None:
     job = RunnerJob.from_wire(sys.stdin.buffer.read())
     sys.stdin.close()
     sys.path[0] = os.getcwd()  # like `python script.py` run in the work dir, not in this package
-    run_suite(fd, job.program + "\n" + job.test, job.module, job.test_class, token=job.token, tests=job.test)
+    run_suite(fd, job.program + "\n" + job.test, job.module, job.test_class, token=job.token, tests=job.test,
+              first=job.first)
     os._exit(0)  # skip interpreter teardown: atexit hooks of the program are not ours to run
 
 

@@ -142,7 +142,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
                     "read_at": read_at, "connected_at": connected_at, "prefaulted_mb": prefaulted_mb}
 
         run_suite(result_fd, source, module, test_class, connection.provided, token=token, code=connection.code,
-                  stats=stats, refusals=connection.refusals)
+                  stats=stats, refusals=connection.refusals, first=job.first)
     else:
         if program_process is not None:
             pid, channel = program_process
@@ -151,7 +151,7 @@ def run_child(job_fd: int, confinement: Confinement, hardening: Hardening, netwo
             channel.close()
         sys.path.insert(0, workdir)
         run_suite(result_fd, job.program + "\n" + job.test, module, test_class, token=token, tests=job.test,
-                  stats=lambda: {"read_at": read_at, "prefaulted_mb": prefaulted_mb})
+                  stats=lambda: {"read_at": read_at, "prefaulted_mb": prefaulted_mb}, first=job.first)
     os._exit(0)
 
 
