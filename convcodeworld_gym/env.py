@@ -69,6 +69,13 @@ def _forgeable(details: Mapping[str, Any]) -> bool:
     return bool(details.get("forgeable", details.get("judge") == "inprocess"))
 
 
+def _guard_hidden_tests(reply: VerbalReply | str | None, context: TurnContext) -> VerbalReply | str | None:
+    """:func:`.feedback.verbal.leak.guard_hidden_tests` (imported here: the verbal package brings the LLM client)."""
+    from .feedback.verbal.leak import guard_hidden_tests
+
+    return guard_hidden_tests(reply, context)
+
+
 def _confinement_info(reported: dict[str, Any] | None) -> dict[str, Any]:
     """``info["confinement"]``: a fresh copy of what the executor reported, ``{}`` when nothing ran.
 
@@ -427,7 +434,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         if self.verbal_feedback is not None and lost is None:
             context = TurnContext(task, turn, code, compile_ok, cf, ef, result, self.config)
             with self._one_call_at_a_time():
-                verbal = yield speak(self.verbal_feedback, context)
+                verbal = _guard_hidden_tests((yield speak(self.verbal_feedback, context)), context)
             vf = verbal.text if isinstance(verbal, VerbalReply) else verbal
         verbal_at = time.perf_counter()
 
@@ -502,7 +509,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         ef, result = self._last_judged
         context = TurnContext(self.task, max(self._turn - 1, 0), code, True, NO_SYNTAX_ERRORS, ef, result, self.config)
         with self._one_call_at_a_time():
-            verbal = yield speak(self.verbal_feedback, context)
+            verbal = _guard_hidden_tests((yield speak(self.verbal_feedback, context)), context)
         return verbal.text if isinstance(verbal, VerbalReply) else verbal
 
     def render(self) -> str | None:

@@ -36,6 +36,26 @@ class TurnContext:
     result: ExecutionResult
     config: FeedbackConfig
 
+    @property
+    def hidden_tests(self) -> tuple[str, ...]:
+        """The tests whose results the feedback combination never shows: every test without execution feedback, the
+        tests beyond :attr:`~..tasks.Task.public_tests` under partial coverage, none under full coverage. A provider
+        may use ``result`` for the others only; nothing of these (their inputs, expected values or outcomes) may
+        reach its words (the env redacts their literals: :func:`.verbal.leak.guard_hidden_tests`).
+
+        >>> from convcodeworld_gym.sandbox import ExecutionResult
+        >>> task = Task("t/0", "p", "def f():\\n", "f", "", "class TestCases:\\n" + "".join(
+        ...     f" def test_{i}(s): pass\\n" for i in range(5)))
+        >>> def hidden(execution):
+        ...     return TurnContext(task, 0, "", True, "", None, ExecutionResult(()), FeedbackConfig(execution)).hidden_tests
+        >>> hidden("none"), hidden("partial"), hidden("full")
+        (('test_0', 'test_1', 'test_2', 'test_3', 'test_4'), ('test_3', 'test_4'), ())
+        """
+        if self.config.execution == "full":
+            return ()
+        public = set(self.task.public_tests) if self.config.execution == "partial" else set()
+        return tuple(name for name in self.task.test_names if name not in public)
+
 
 @dataclass(frozen=True)
 class Usage:

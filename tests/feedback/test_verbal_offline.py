@@ -79,8 +79,10 @@ def test_who_speaks_when(humaneval, executor):
         text, info = _feedback(task, combo, code, executor)
         assert bool(text) is speaks, (combo, code, text)
         assert info["verbal_feedback_source"] == ("offline" if speaks else None)
+    # the expert knows the program is wrong, but the failing tests are hidden: none of their inputs is its to tell
     text, _ = _feedback(task, "CF-EF_partial-SEF", partial_pass, executor)
-    assert "For the input" in text or "When the function is called with" in text
+    assert "For the input" not in text and "When the function is called with" not in text, text
+    assert "differs from what the task asks" in text, text
 
 
 def test_novice_never_uses_hidden_tests_or_ground_truth(humaneval, executor):
@@ -206,7 +208,8 @@ class _CountingExecutor(LocalExecutor):
 
 def test_expert_probes_run_in_the_envs_executor(humaneval):
     executor = _CountingExecutor()
-    env = ConvCodeWorldEnv("CF-SEF", dataset=[humaneval["HumanEval/0"]], executor=executor, simulator_kwargs={"backend": "offline"})
+    env = ConvCodeWorldEnv("CF-EF_full-SEF", dataset=[humaneval["HumanEval/0"]], executor=executor,
+                           simulator_kwargs={"backend": "offline"})
     env.reset()
     obs, *_ = env.step("def has_close_elements(numbers, threshold):\n    return False")
     assert executor.runs == 3  # the tests, then the probes of ground truth and candidate
@@ -215,12 +218,20 @@ def test_expert_probes_run_in_the_envs_executor(humaneval):
     assert executor.runs == 5  # the ground truth's probe is remembered
     env.close()
     executor.runs = 0
-    env = ConvCodeWorldEnv("CF-SEF", dataset=[humaneval["HumanEval/0"]], executor=executor,
+    env = ConvCodeWorldEnv("CF-EF_full-SEF", dataset=[humaneval["HumanEval/0"]], executor=executor,
                            simulator_kwargs={"backend": "offline", "probe": False})
     env.reset()
     obs, *_ = env.step("def has_close_elements(numbers, threshold):\n    return False")
     env.close()
     assert executor.runs == 1 and obs["verbal_feedback"].startswith("1. This check on the result fails: assert candidate(")
+    # Without EF every test is hidden: the expert probes none and names none of their inputs
+    executor.runs = 0
+    env = ConvCodeWorldEnv("CF-SEF", dataset=[humaneval["HumanEval/0"]], executor=executor, simulator_kwargs={"backend": "offline"})
+    env.reset()
+    obs, *_ = env.step("def has_close_elements(numbers, threshold):\n    return False")
+    env.close()
+    assert executor.runs == 1, executor.runs
+    assert "candidate(" not in obs["verbal_feedback"] and "For the input" not in obs["verbal_feedback"], obs["verbal_feedback"]
 
 
 def test_plain_string_provider(humaneval, executor):

@@ -5,10 +5,12 @@ feedback, in a novice's plain words ("I got this error ...", "the function gave 
 I expected Y"), and never writes code.
 
 **Expert**: additionally uses the ground truth without quoting it. It runs the ground
-truth and the candidate on the inputs of the first failing test (through the executor, as
+truth and the candidate on the inputs of the first failing test the feedback shows (through the executor, as
 a probe test, see :mod:`.probe`) and says what differs; it compares the library calls and
 imports of both programs to name what is missing; it names exceptions the ground truth
-raises and the candidate never does. Its text passes the same leak guard as the LLM's.
+raises and the candidate never does. It never uses a test the feedback combination hides
+(:attr:`..context.TurnContext.hidden_tests`: every test without EF, those beyond the public ones under partial EF):
+their inputs, expected values and outcomes are not its to tell. Its text passes the same leak guard as the LLM's.
 
 Phrasing is drawn from a few variants with a generator seeded by ``seed``, the task id,
 the turn and the code: the same seed gives the same text."""
@@ -250,9 +252,11 @@ class OfflineSimulator:
     def _expert(self, context: TurnContext, rng: random.Random) -> str:
         task = context.task
         failing, crash = shown_failures(context)
-        if not failing and crash is None:  # EF off, or partial EF passed: the expert knows the whole intent
-            failing = [t for t in context.result.tests if not t.outcome.ok]
-            crash = context.result.crash
+        if not failing and crash is None:  # EF off, or partial EF passed: only what no test decides may be said
+            hidden = set(context.hidden_tests)
+            failing = [t for t in context.result.tests if not t.outcome.ok and t.name not in hidden]
+            if not any(t.outcome is not Outcome.NOT_RUN for t in context.result.tests):
+                crash = context.result.crash  # the program failed as it loaded, before any test called it
         program = build_program(task, context.code)
         points: list[str] = []
         if crash is not None:
