@@ -116,8 +116,27 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
         report = run_selfcheck(tasks, executor, by_id=ids is not None, limit=args.limit, progress=not args.no_progress)
         if args.write_profiles is not None:
             _write_profiles(args.write_profiles, tasks, executor)
+        if args.write_drift is not None:
+            _write_drift(args.write_drift, tasks, report, executor)
     print(report.render())
     return 0 if report.passed == report.total else 1
+
+
+def _write_drift(path: str, tasks, report, executor: SandboxExecutor) -> None:
+    """The tasks whose canonical solutions failed here and pass in the pinned runtime (its shipped profiles), as a
+    drift file (:mod:`.sandbox.host.drift`)."""
+    from .sandbox.host.drift import pinned_releases, write_drift
+    from .sandbox.host.shipped import shipped_profiles
+    from .sandbox.runtimes.install import KNOWN_RUNTIMES
+
+    probe = executor.runtime_probe()
+    installed = probe.describe()["packages"] if probe is not None else {}
+    failures = {task_id: detail for task_id, (kind, detail) in report.failures.items()
+                if kind in ("other", "timeout", "memory")}
+    shipped = shipped_profiles()
+    count = write_drift(path, failures, tasks, pinned_releases(KNOWN_RUNTIMES["bigcodebench"]), installed,
+                        (t.task_id for t in tasks if shipped.lookup(t) is not None))
+    print(f"wrote {count} drifted task(s) to {path}")
 
 
 def _write_profiles(path: str, tasks, executor: SandboxExecutor) -> None:
@@ -238,6 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--write-profiles", metavar="PATH", default=None, help=(
         "calibrate every task here (no shipped profiles) and write the passing ones' judge mode, canonical time and "
         "import profile to PATH (the package ships convcodeworld_gym/sandbox/profiles/*.json made this way)"))
+    check.add_argument("--write-drift", metavar="PATH", default=None, help=(
+        "write the tasks whose canonical solutions fail here and pass in the pinned runtime, with the releases they "
+        "failed with, to PATH (the package ships convcodeworld_gym/sandbox/host/drift/*.json made this way in a "
+        "runtime of the newest releases)"))
     _add_runtime(check)
     check.add_argument("--workers", type=int, default=None, help="sandbox workers (default: CPUs)")
     check.add_argument("--require", default=None, choices=[level.value for level in Level], help="fail unless this confinement level is reached")

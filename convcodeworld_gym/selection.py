@@ -6,7 +6,10 @@ A default task set (no ``task_ids``) leaves out two kinds of task, each remember
 
 * ``judge``: tasks only an in-process judge can judge, where a program can forge its verdict
   (:mod:`.sandbox.host.forgeable`), unless ``allow_forgeable=True``;
-* ``runtime``: tasks whose solution or tests need modules or NLTK data the runtime lacks (:mod:`.sandbox.runtimes.needs`).
+* ``runtime``: tasks whose solution or tests need modules or NLTK data the runtime lacks (:mod:`.sandbox.runtimes.needs`);
+* ``versions``: tasks whose canonical solutions fail with the library releases the runtime has, other than their pinned
+  runtime's (:mod:`.sandbox.host.drift`: measured in a runtime of the newest releases), so that no correct program
+  scores a silent 0.0 there.
 
 Tasks asked for by id are all kept; :attr:`Selection.missing` names what the runtime lacks of their needs.
 
@@ -34,7 +37,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from .errors import ConvCodeWorldError
+from .sandbox.host.drift import drift_table, drifted
 from .sandbox.host.forgeable import _why as _judge_why  # the reason default_task_set gives, without its warning
+from .sandbox.host.profile import task_digest
 from .sandbox.host.forgeable import unjudgeable
 from .sandbox.runtimes.needs import Lacking, RuntimeProbe, choose_tasks, select_runnable, summarize, warn_once
 from .tasks import DatasetSpec, TaskSet, load_tasks
@@ -44,7 +49,7 @@ __all__ = ["TASKS_COMMAND", "LeftOut", "Selection", "select_tasks"]
 #: The command that lists each task a default set leaves out, why, and how to get it back.
 TASKS_COMMAND = "convcodeworld tasks"
 
-Kind = Literal["judge", "runtime"]
+Kind = Literal["judge", "runtime", "versions"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,8 @@ class LeftOut:
 
     Attributes:
         task_id: the task.
-        kind: ``"judge"`` (only an in-process judge can judge it) or ``"runtime"`` (the runtime lacks what it needs).
+        kind: ``"judge"`` (only an in-process judge can judge it), ``"runtime"`` (the runtime lacks what it needs) or
+            ``"versions"`` (its canonical solution fails with the runtime's releases of its libraries).
         detail: the judge's reason (a clause on "tasks": "whose tests ...") or what the runtime lacks
             ("modules pandas and NLTK data 'punkt'").
         why: the whole text its lookup by id raises: why, and how to get it back.
@@ -126,6 +132,8 @@ class Selection:
             items = summarize({item.task_id: self.missing[item.task_id] for item in runtime}).split(", ")
             more = f", +{len(items) - 3} more" if len(items) > 3 else ""
             parts.append(f"{len(runtime)} that need what the runtime {self.python} lacks ({', '.join(items[:3])}{more})")
+        if versions := self.of_kind("versions"):
+            parts.append(f"{len(versions)} whose canonical solutions fail with the library releases of {self.python}")
         command = self.command()
         where = (f"`{command}` lists each, why, and how to get it back" if command is not None else
                  "env.unwrapped.tasks.left_out maps each to why and how to get it back")
@@ -146,6 +154,10 @@ class Selection:
             lines.append(f"  {len(runtime_left)} need what the runtime lacks: "
                          f"{summarize({item.task_id: self.missing[item.task_id] for item in runtime_left})}")
             lines.append(f"    install: {self.install}")
+        if versions := self.of_kind("versions"):
+            lines.append(f"  {len(versions)} whose canonical solutions fail with this runtime's library releases, which "
+                         "are not the pinned ones (measured in a runtime of the newest releases); the pinned runtime "
+                         "plays them (`convcodeworld runtime install bigcodebench`)")
         if self.left_out:
             lines.append("  Asked for by id (task_ids=[...]) each still runs: judged split, or where it cannot pass.")
             width = max(len(item.task_id) for item in self.left_out)
@@ -237,7 +249,21 @@ def _select(base: TaskSet, probe: RuntimeProbe | None, task_ids: tuple[str, ...]
     install = ""
     if lacking and probe is not None:
         install = probe.install_advice(lacking.values(), any(t.from_bigcodebench for t in tasks if t.task_id in lacking))
-    return Selection(base, kept, lacking, (*judged, *runtime), python, install, named, stdlib_only)
+    drifted_out = _drifted(kept, probe)
+    if drifted_out:
+        kept = kept.leave_out({item.task_id: item.why for item in drifted_out})
+    return Selection(base, kept, lacking, (*judged, *runtime, *drifted_out), python, install, named, stdlib_only)
+
+
+def _drifted(tasks: TaskSet, probe: RuntimeProbe | None) -> list[LeftOut]:
+    """The tasks of ``tasks`` whose canonical solutions fail with the releases ``probe``'s runtime has (none asked
+    when no shipped entry names one of them, or the runtime cannot be asked)."""
+    table = drift_table()
+    if probe is None or not table or not any(task_digest(task) in table for task in tasks):
+        return []
+    installed = probe.describe()["packages"]
+    found = [(task, entry) for task in tasks if (entry := drifted(task, installed)) is not None]
+    return [LeftOut(task.task_id, "versions", entry.failure, entry.why(installed)) for task, entry in found]
 
 
 def _default_python() -> str | None:

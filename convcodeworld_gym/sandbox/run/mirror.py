@@ -144,6 +144,11 @@ class _MirrorCodec(Codec):
         return super()._enc(v, depth)
 
 
+#: What may go as a table callable by its key: a class, a function, a builtin, and a library function wrapped by
+#: ``functools.lru_cache`` (pandas 3's period tick finders), whose key is its wrapped function's.
+_CALLABLE_KINDS = (type, types.FunctionType, types.BuiltinFunctionType, type(functools.lru_cache(None)(len)))
+
+
 class _Lister:
     """The program's side of one mirror: encodes a value, listing each library object it reaches (breadth first)."""
 
@@ -162,7 +167,7 @@ class _Lister:
         return _MirrorCodec(self._export, None, _LIMITS).encode(value)
 
     def _export(self, obj: Any) -> list:
-        key = key_of(obj) if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)) else None
+        key = key_of(obj) if isinstance(obj, _CALLABLE_KINDS) else None
         if key is not None and self.admit_callable(key):
             return ["r", "fn", key]
         if type(obj) is functools.partial and not obj.__dict__:
@@ -550,8 +555,9 @@ def _reviewed_state(state: Any, cls: type, reviewed: Setstate) -> Any:
     """``state`` as a reviewed ``__setstate__`` may be given it: a sequence of plain data of its length, or a dict
     whose keys pass :func:`_checked_keys`."""
     if reviewed.sequence is not None:
-        if type(state) not in (list, tuple) or len(state) != reviewed.sequence or not _plain(state):
-            raise MirrorRefused(f"a {cls.__qualname__} object's state is no sequence of {reviewed.sequence} plain values")
+        if type(state) not in (list, tuple) or len(state) not in reviewed.sequence or not _plain(state):
+            lengths = " or ".join(map(str, reviewed.sequence))
+            raise MirrorRefused(f"a {cls.__qualname__} object's state is no sequence of {lengths} plain values")
         return state
     return _checked_keys(state, cls, reviewed.consumed)
 

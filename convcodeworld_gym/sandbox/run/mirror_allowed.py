@@ -145,10 +145,11 @@ SETSTATE_NEVER_CALLED: dict[str, str] = {
     "statsmodels.base.data.ModelData.__setstate__": "it has patsy evaluate the state's formula (Python)",
 }
 #: Reviewed ``__setstate__`` methods whose state is a sequence of plain data (numbers, strings, bytes and their
-#: containers) of this length, not a dict.
-SETSTATE_SEQUENCE: dict[str, int] = {
-    "PIL.ImageFile.ImageFile.__setstate__": 5, "PIL.Image.Image.__setstate__": 5,
-    "rsa.key.PublicKey.__setstate__": 2, "rsa.key.PrivateKey.__setstate__": 8,
+#: containers) of one of these lengths, not a dict. Pillow 12 and later send an image file's name as a sixth value
+#: (``ImageFile.__setstate__`` stores it as the image's ``filename``, a string).
+SETSTATE_SEQUENCE: dict[str, tuple[int, ...]] = {
+    "PIL.ImageFile.ImageFile.__setstate__": (5, 6), "PIL.Image.Image.__setstate__": (5,),
+    "rsa.key.PublicKey.__setstate__": (2,), "rsa.key.PrivateKey.__setstate__": (8,),
 }
 #: Descriptors by which a library makes an attribute again when an instance lacks it (``module:qualname`` of the
 #: descriptor's class): the program's side leaves such an attribute out of a mirror's state, and the judge's library
@@ -219,12 +220,12 @@ def _deciding(cls: type) -> tuple[str, ...]:
 
 
 class Setstate(NamedTuple):
-    """A reviewed ``__setstate__``: the function, the dunder keys it consumes, and the length of its state where that
-    is a sequence (:data:`SETSTATE_SEQUENCE`)."""
+    """A reviewed ``__setstate__``: the function, the dunder keys it consumes, and the lengths its state may have where
+    that is a sequence (:data:`SETSTATE_SEQUENCE`)."""
 
     function: types.FunctionType
     consumed: frozenset[str]
-    sequence: int | None
+    sequence: tuple[int, ...] | None
 
 
 def setstate_of(cls: type) -> Setstate | None:
