@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import openai
 
-from .aio import Call, Plan, run_awaited, run_blocking
+from .aio import Call, Plan, network_loop, run_awaited, run_blocking
 
 __all__ = ["RETRYABLE_STATUS", "Malformed", "ChatFailure", "retry_plan", "request_with_retries", "arequest_with_retries",
            "AsyncClients", "error_message"]
@@ -167,6 +167,12 @@ class AsyncClients:
     Making a client loads the TLS certificate store (0.3-0.7 s on a busy machine): :meth:`aget` makes it in a thread,
     so the first request of a loop does not hold the loop meanwhile; :meth:`get` makes it where it is called.
 
+    :meth:`arun` sends a request from the process's network loop (:func:`~convcodeworld_gym.aio.network_loop`, a
+    thread of its own) with that loop's client: the ``openai`` client spends several milliseconds of CPU on each
+    request (the body's transform, the request, the reply's parsing), which with tens of episodes in flight held the
+    caller's loop for hundreds of milliseconds in one turn. The LLM policy and the LLM user send every awaited request
+    so.
+
     >>> import asyncio
     >>> clients = AsyncClients(base_url="http://127.0.0.1:9/v1", api_key="EMPTY", max_retries=0)
     >>> async def same_client_three_times():
@@ -207,8 +213,25 @@ class AsyncClients:
                 del self._making[loop]  # made (or failed: the next call tries again)
         return self._by_loop.setdefault(loop, made)
 
+    async def arun(self, request: Callable[[openai.AsyncOpenAI], Awaitable[T]]) -> T:
+        """``await request(client)`` on the network loop, with its client (made there by :meth:`aget`): the caller's
+        loop only waits for the answer. An exception of the request is raised here."""
+
+        async def there() -> T:
+            return await request(await self.aget())
+
+        return await network_loop().run(there())
+
     async def aclose(self) -> None:
-        """Close the running loop's client (its connections); a later :meth:`get` makes a new one."""
+        """Close the running loop's client and the network loop's (their connections); later requests make new ones."""
+        client = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+        network = network_loop()
+        if network.started and asyncio.get_running_loop() is not network.loop():
+            await network.run(self._aclose_here())
+
+    async def _aclose_here(self) -> None:
         client = self._by_loop.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.close()

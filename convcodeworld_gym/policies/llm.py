@@ -226,7 +226,7 @@ class OpenAIPolicy(Policy):
             return checked(self._client.chat.completions.create(**kwargs))
 
         async def asend() -> Any:
-            return checked(await (await self._async_clients.aget()).chat.completions.create(**kwargs))
+            return checked(await self._async_clients.arun(lambda client: client.chat.completions.create(**kwargs)))
 
         try:
             response = yield from retry_plan(Call(send, asend), lambda seconds: Call(time.sleep, asyncio.sleep, (seconds,)),

@@ -167,7 +167,7 @@ class LLMSimulator:
             return _read(self._client.chat.completions.create(model=self.model, messages=messages, **self.params))  # type: ignore[arg-type]
 
         async def asend() -> tuple[str, Usage]:
-            return _read(await (await self._async_clients.aget()).chat.completions.create(model=self.model, messages=messages, **self.params))  # type: ignore[arg-type]
+            return _read(await self._async_clients.arun(lambda client: client.chat.completions.create(model=self.model, messages=messages, **self.params)))  # type: ignore[arg-type]
 
         try:
             return (yield from retry_plan(Call(send, asend), lambda seconds: Call(self._sleep, asyncio.sleep, (seconds,)),
