@@ -24,7 +24,7 @@ import openai
 from .aio import Call, Plan, network_loop, run_awaited, run_blocking
 
 __all__ = ["RETRYABLE_STATUS", "Malformed", "ChatFailure", "retry_plan", "request_with_retries", "arequest_with_retries",
-           "AsyncClients", "error_message"]
+           "AsyncClients", "error_message", "endpoint_problem"]
 
 #: Retried with exponential backoff (as is every 5xx); any other HTTP error fails at once.
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -61,6 +61,28 @@ def error_message(exc: BaseException) -> str:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
     return str(getattr(exc, "message", exc))
+
+
+def endpoint_problem(client: openai.OpenAI, timeout_s: float = 10.0) -> str | None:
+    """Why ``client``'s endpoint cannot serve requests, asked once, quickly (``GET /models``, ``timeout_s``, no
+    retries): it refuses connections, does not answer, or refuses the key; None when it answers (a server without
+    that route, or any other answer, is no problem here: the requests themselves will say).
+
+    >>> endpoint_problem(openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="EMPTY"), 2.0)[:14]
+    'cannot connect'
+    """
+    try:
+        client.with_options(timeout=timeout_s, max_retries=0).models.list()
+    except openai.APITimeoutError:
+        return (f"no answer within {timeout_s:g} s (it accepts connections but does not answer); is the server "
+                "overloaded, still loading its model, or hung?")
+    except openai.APIConnectionError as exc:
+        return f"cannot connect ({exc.__cause__ or exc}); is the server running at that URL (--base-url)?"
+    except openai.AuthenticationError as exc:
+        return f"HTTP 401: {error_message(exc)}. Check the API key (--api-key or $OPENAI_API_KEY)."
+    except (openai.APIStatusError, ValueError):
+        return None
+    return None
 
 
 def _retryable(status: int) -> bool:
@@ -136,13 +158,19 @@ def retry_plan(
     backoff_s: float,
     cap_s: float,
     timeout_s: float,
+    on_retry: Callable[[str], Any] | None = None,
 ) -> Plan[T]:
     """The retry loop as a plan (:mod:`.aio`): ``send`` until it returns, ``pause(seconds)`` before retry ``k + 1``
     (``min(cap_s, backoff_s * 2**k)``); :class:`ChatFailure` when it gives up. What is transient and what passes
-    through untouched: see :func:`request_with_retries`."""
+    through untouched: see :func:`request_with_retries`. ``on_retry`` is told each retry, before its pause, in one
+    line (what failed, which try of how many, the pause), so that a failing endpoint is never silent."""
+    problem = ""
     for attempt in range(retries + 1):
         if attempt:
-            yield pause(min(cap_s, backoff_s * 2 ** (attempt - 1)))
+            wait = min(cap_s, backoff_s * 2 ** (attempt - 1))
+            if on_retry is not None:
+                on_retry(f"{problem} (try {attempt} of {retries + 1}); trying again in {wait:g} s")
+            yield pause(wait)
         status: int | None = None
         try:
             return (yield send)

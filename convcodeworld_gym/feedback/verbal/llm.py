@@ -26,6 +26,7 @@ import openai
 from ...aio import Call, Plan, run_awaited, run_blocking
 from ...chat import AsyncClients, ChatFailure, Malformed, retry_plan
 from ...errors import SimulatorError
+from ...records import valid_text
 from ..context import TurnContext, Usage, VerbalReply
 from .cache import FeedbackCache, cache_key
 from .leak import leaked_lines, redact
@@ -47,7 +48,7 @@ def _read(response: Any) -> tuple[str, Usage]:
     if not isinstance(content, str) or not content.strip():
         raise Malformed("the reply holds no message text")
     used = getattr(response, "usage", None)
-    return content, Usage(getattr(used, "prompt_tokens", 0) or 0, getattr(used, "completion_tokens", 0) or 0, 1)
+    return valid_text(content), Usage(getattr(used, "prompt_tokens", 0) or 0, getattr(used, "completion_tokens", 0) or 0, 1)
 
 
 class LLMSimulator:
