@@ -164,14 +164,15 @@ def retry_plan(
     (``min(cap_s, backoff_s * 2**k)``); :class:`ChatFailure` when it gives up. What is transient and what passes
     through untouched: see :func:`request_with_retries`. ``on_retry`` is told each retry, before its pause, in one
     line (what failed, which try of how many, the pause), so that a failing endpoint is never silent."""
-    problem = ""
+    problem, status = "", None  # what the last try failed with
     for attempt in range(retries + 1):
         if attempt:
             wait = min(cap_s, backoff_s * 2 ** (attempt - 1))
             if on_retry is not None:
-                on_retry(f"{problem} (try {attempt} of {retries + 1}); trying again in {wait:g} s")
+                said = f"HTTP {status}: {problem}" if status is not None else problem
+                on_retry(f"{said} (try {attempt} of {retries + 1}); trying again in {wait:g} s")
             yield pause(wait)
-        status: int | None = None
+        status = None
         try:
             return (yield send)
         except openai.APIStatusError as exc:

@@ -275,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--feedback", required=True, help="the combination the reference run used, e.g. CF-EF_full-SEF")
     imp.add_argument("--out", required=True, help="run directory to write turns.jsonl into")
     imp.add_argument("--policy", default="", help="the reference model's name, stored in every row")
-    imp.add_argument("--max-turns", type=int, default=10)
+    imp.add_argument("--max-turns", type=_count, default=10, help="feedback turns after turn 0 to import")
     imp.add_argument("--discover", action="store_true", help="given turn 0's file and the iteration-1 file, also take its _ITER=k siblings")
     imp.set_defaults(func=cmd_import_reference)
 
@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     cor.add_argument("live_dirs", nargs="+", help="live run directories, one per policy")
     cor.add_argument("--static", nargs="+", required=True, help="static run directories, in the same policy order")
     cor.add_argument("--reference", help="the reference log the static runs replayed (default: the one their rows name)")
-    cor.add_argument("--max-turns", type=int, default=10)
+    cor.add_argument("--max-turns", type=_count, default=10, help="feedback turns after turn 0 of the runs")
     cor.set_defaults(func=cmd_correlate)
 
     check = sub.add_parser("selfcheck", help="run every canonical solution of a task set; report pass rate and failure reasons")
@@ -316,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "program fitted to the tests passes one (docs/canary.md). build: verify each task's twin in the "
                          "sandbox (the canonical solution must fail the changed test and pass the rest) and write the "
                          "list; list: the verified twins of a task set.")
-    can.add_argument("action", choices=("build", "list"))
+    can.add_argument("action", choices=("build", "list"), help="build: verify and write the list; list: show it")
     can.add_argument("--dataset", help="humaneval, bigcodebench or a task file (default: bigcodebench)")
     can.add_argument("--limit", type=int, help="first N tasks only")
     can.add_argument("--max-candidates", type=int, default=3, help="build: candidate changes tried per task (default 3)")
@@ -328,8 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     rt = sub.add_parser("runtime", help="build a task set's pinned runtime in its own venv, or show the one in use",
                         description=f"install NAME: build the runtime in its own venv under {runtimes_dir()} "
                         f"(${RUNTIMES_DIR_ENV}), where the env finds it without flags. where: print the runtime in use.")
-    rt.add_argument("action", choices=("install", "where"))
-    rt.add_argument("name", nargs="?", default="bigcodebench", choices=sorted(KNOWN_RUNTIMES))
+    rt.add_argument("action", choices=("install", "where"), help="install: build the runtime; where: print the one in use")
+    rt.add_argument("name", nargs="?", default="bigcodebench", choices=sorted(KNOWN_RUNTIMES), help="the runtime")
     rt.add_argument("--dir", default=None, help="build it here instead (then pass --runtime DIR)")
     rt.add_argument("--python", default=None, help="the Python that makes the venv (default: this one's base; 3.10 or 3.11)")
     rt.add_argument("--requirements", default=None, help="requirements file (default: envs/<name>/requirements.txt)")
@@ -393,7 +393,9 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                      "reply of a slow model needs tens of seconds; an endpoint that does not answer at all is found "
                      "before the run, within 10 s)")
     sim = ev.add_argument_group("verbal feedback (SNF / SEF ids only)")
-    sim.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto")
+    sim.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto",
+                     help="the simulated user: llm (an OpenAI-compatible model, the paper's GPT-4o), offline (rules, no "
+                     "model), auto (llm when $CONVCODEWORLD_SIMULATOR_MODEL or --simulator-base-url names one)")
     sim.add_argument("--simulator-model", help="model of the LLM simulator (default: the paper's gpt-4o-2024-05-13)")
     sim.add_argument("--simulator-base-url", help="endpoint of the LLM simulator")
     run = ev.add_argument_group("run")

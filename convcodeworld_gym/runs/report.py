@@ -32,7 +32,8 @@ from ..tasks.canary import CanaryRate
 from .rundir import claim, read_metadata, record_written
 from .watch import RegressionShares, canary_rates, regression_shares, split_canaries
 
-__all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "headless_pyplot",
+__all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "pass_at_turn_figure",
+           "headless_pyplot",
            "CARRIED_COMBINATIONS",
            "REPORT_FILES"]
 
@@ -284,9 +285,21 @@ def headless_pyplot() -> Any:
 
 
 def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
-    """Pass@1 (%) against turn, one line per combination (colour: EF; line style: verbal feedback). The legend sits
-    beside the axes, never over a line; 0% and 100% lie inside the frame; the title names the benchmark, the task set,
-    the task count and the policy."""
+    """Write :func:`pass_at_turn_figure` to ``path`` (PNG); returns the path."""
+    plt = headless_pyplot()
+    fig = pass_at_turn_figure(report)
+    out = Path(path)
+    try:
+        fig.savefig(out)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def pass_at_turn_figure(report: Report) -> Any:
+    """Pass@1 (%) against turn, one line per combination (colour: EF; line style: verbal feedback), as a matplotlib
+    figure (close it with ``pyplot.close``). The legend sits beside the axes, never over a line; 0% and 100% lie
+    inside the frame; the title names the benchmark, the task set, the task count and the policy."""
     plt = headless_pyplot()
     colours = {"none": "tab:blue", "partial": "tab:orange", "full": "tab:green"}
     styles = {"none": "-", "novice": "--", "expert": ":"}
@@ -316,10 +329,7 @@ def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
     ax.set_title(title, fontsize=11)
     ax.legend(title="Feedback", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=9)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def write_report(
