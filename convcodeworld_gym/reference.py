@@ -98,8 +98,8 @@ def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns
     groups = group_episodes(rows)
     present = sorted({combo for combo, _ in groups})
     episodes: dict[str, tuple[TurnRecord, ...]] = {}
-    left_out: dict[str, str] = {task_id: "the run that logged it left it unfinished (no row says how it ended)"
-                                for combo, task_id in unfinished if combo == name}
+    left_out: dict[str, str] = {key[1]: "the run that logged it left it unfinished (no row says how it ended)"
+                                for key in unfinished if key[0] == name}  # records.episode_key: (feedback, task_id)
     for (combo, task_id), turns in groups.items():
         if combo != name:
             continue

@@ -444,8 +444,8 @@ def run_evaluation(
         held.release()
         raise
     summary = RunSummary(run_dir)
-    for feedback, _task_id in writer.repaired:
-        summary.repaired[feedback] = summary.repaired.get(feedback, 0) + 1
+    for key in writer.repaired:  # key[0]: the combination (records.episode_key)
+        summary.repaired[key[0]] = summary.repaired.get(key[0], 0) + 1
     if writer.repaired:
         log(f"repaired {writer.path}: {len(writer.repaired)} unfinished episode(s) (cut short by a kill, a full disk "
             "or a crash) dropped from the log; they are played again")
