@@ -46,8 +46,7 @@ from ..feedback.execution import FEEDBACK_STYLES
 from ..policies import Policy
 from ..protocol import PROTOCOLS
 from ..policies.prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
-from ..records import (METADATA_FILE, TURNS_FILE, EpisodeLogWriter, RunFolderLock, TurnRecord, episode_key, iter_jsonl,
-                       row_key)
+from ..records import METADATA_FILE, TURNS_FILE, EpisodeLogWriter, RunFolderLock, TurnRecord, episode_key, iter_jsonl
 from ..registration import LIVE_IDS
 from ..rollouts import EpisodeJob, episode_plan, iter_rollouts
 from ..samples import load_samples, samples_digest
@@ -398,7 +397,8 @@ def run_evaluation(
 
     Resumable: finished episodes already in ``run_dir/turns.jsonl`` are skipped, unfinished ones dropped and played
     again (``RunSummary.repaired``; a line through ``log`` says how many); each finished episode is appended whole
-    (in task order) and fsynced, so a kill loses at most the episodes in flight. Ids whose verbal feedback is not available are skipped with a note.
+    (in task order) and fsynced, so a kill loses at most the episodes in flight. Ids whose verbal feedback is not
+    available are skipped with a note.
     An episode the infrastructure lost a run of is played again once; lost again, it is logged
     with ``infra_error`` (and a note), and the metrics leave it out.
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -229,7 +228,8 @@ def _csv(header: list[str], rows: list[list[str]]) -> str:
 def load_report(
     run_dir: str | os.PathLike[str], *, compensate_init: bool = True, exclude_init_solved: bool = False, fill_cf: bool = False
 ) -> Report:
-    """The report of a run directory (``turns.jsonl`` read through ``datasets``; ``metadata.json`` if present).
+    """The report of a run directory (``turns.jsonl`` read as JSON lines; ``metadata.json`` if present), of its
+    finished episodes (:func:`~convcodeworld_gym.records.split_finished`; ``Report.unfinished`` counts the others).
     ``compensate_init``: static MRR credits the model's own turn-0 pass (the reference's default);
     ``exclude_init_solved`` and ``fill_cf``: see :func:`scores_by_combination`.
 
