@@ -55,7 +55,8 @@ from ..selection import select_tasks
 from ..tasks import DEFAULT_DATASET, TaskSet, load_tasks
 from ..tasks.canary import CanaryTwin, with_canaries
 from .report import REPORT_FILES
-from .rundir import claim, config_differences, read_metadata, record_written, redact, write_json_atomic
+from .rundir import (METADATA_SCHEMA, claim, config_differences, legacy_config, read_metadata, record_written, redact,
+                     write_json_atomic)
 
 __all__ = [
     "EvalConfig",
@@ -311,6 +312,7 @@ def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: E
             **({"canary": {"spec": list(config.canary) if isinstance(config.canary, tuple) else config.canary,
                            "seed": config.canary_seed, "twins": twins}} if config.canary else {}),
         },
+        "schema": METADATA_SCHEMA,
         "synthetic": bool(policy.synthetic),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -351,7 +353,7 @@ def check_run_folder(run_dir: str | os.PathLike[str], *, report: bool = False) -
         claim(run_dir, names + (list(REPORT_FILES.values()) if report else []))
 
 
-def _prepare_dir(run_dir: Path, metadata: dict[str, Any]) -> None:
+def _prepare_dir(run_dir: Path, metadata: dict[str, Any], log: Callable[[str], None]) -> None:
     """Check that ``run_dir`` (held by this run) may take this run: a new folder gets its ``metadata.json``; a folder
     of an earlier run must hold one made with the same settings (by name)."""
     path = run_dir / METADATA_FILE
@@ -360,12 +362,17 @@ def _prepare_dir(run_dir: Path, metadata: dict[str, Any]) -> None:
         check_run_folder(run_dir)
         if not isinstance(old.get("config"), dict):
             raise RunConfigMismatch(f"{path} holds no run's settings (no \"config\"); pass a new --out directory")
-        differing = config_differences(old["config"], metadata["config"])
+        stored, unchecked = (old["config"], []) if old.get("schema", 1) >= METADATA_SCHEMA else \
+            legacy_config(old["config"], metadata["config"])
+        differing = config_differences(stored, metadata["config"])
         if differing:
             raise RunConfigMismatch(
                 f"{run_dir} holds a run made with other settings ({'; '.join(differing)}); "
                 "resume with the same settings, or pass a new --out directory"
             )
+        if unchecked:
+            log(f"note: {path} was written by an older version, which did not record {', '.join(unchecked)}: this "
+                "resume cannot check that they are the same")
         return
     check_run_folder(run_dir)
     if (run_dir / TURNS_FILE).exists():
@@ -436,7 +443,7 @@ def run_evaluation(
                     f"the turn-0 samples {config.turn0} lack {len(missing)} task(s) of the run, e.g. {', '.join(missing[:3])}; "
                     "pass samples of every task, or select the tasks they cover (--task-ids / --limit)"
                 )
-        _prepare_dir(run_dir, metadata)
+        _prepare_dir(run_dir, metadata, log)
         writer = EpisodeLogWriter(run_dir)
     except BaseException:
         if owns_executor and shared is not None:

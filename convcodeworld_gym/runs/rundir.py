@@ -16,6 +16,8 @@ Holds:
     redact              settings as stored: secrets (and passwords in URLs) masked, objects named by their type
     REACH_SETTINGS      the names of settings that say how an endpoint is reached (never compared)
     config_differences  the settings that differ between a stored config and a new one, by name
+    legacy_config       a config an older version wrote, made comparable (and what it did not record)
+    METADATA_SCHEMA     the version of the metadata this package writes
     read_metadata       a run's metadata.json, or a RunLogError naming the file and the fix
     write_json_atomic   a JSON file written whole or not at all
     claim               check that the runner may write some files in a folder: none another's, none changed
@@ -36,11 +38,16 @@ from typing import Any
 from ..errors import RunFolderError, RunLogError
 from ..records import METADATA_FILE, TURNS_FILE, is_secret_name
 
-__all__ = ["redact", "REACH_SETTINGS", "config_differences", "read_metadata", "write_json_atomic", "claim",
-           "record_written", "WRITTEN_FILE"]
+__all__ = ["redact", "REACH_SETTINGS", "config_differences", "legacy_config", "METADATA_SCHEMA", "read_metadata",
+           "write_json_atomic", "claim", "record_written", "WRITTEN_FILE"]
 
 #: The folder's list of the files this package wrote there, and their digests.
 WRITTEN_FILE = ".convcodeworld-files.json"
+
+#: The version of the metadata this package writes (``"schema"``): 2 since issue 51 (the prompts' digest recorded,
+#: only secret names redacted); metadata without it is 1 (:func:`legacy_config`).
+METADATA_SCHEMA = 2
+_NEW_IN_SCHEMA_2 = ("prompts",)
 
 #: Settings that say how an endpoint is reached, not what it answers: recorded, never compared on resume.
 REACH_SETTINGS = frozenset({"base_url", "timeout", "timeout_s", "max_retries", "retries", "backoff_s"})
@@ -112,6 +119,36 @@ def config_differences(stored: Mapping[str, Any], now: Mapping[str, Any]) -> lis
             out.append(f"{name}: {'(not set)' if before is missing else _shown(before)} -> "
                        f"{'(not set)' if after is missing else _shown(after)}")
     return out
+
+
+def legacy_config(stored: Mapping[str, Any], now: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A config written before :data:`METADATA_SCHEMA` 2 (no ``"schema"`` in its metadata), made comparable with
+    ``now``: the settings it did not record (the prompts' digest; a setting it stored as ``"<redacted>"`` although
+    its name holds no secret, such as ``max_tokens``) are taken from ``now``, and named, so that a resume can say
+    what it could not check.
+
+    >>> legacy_config({"seed": 0, "policy": {"max_tokens": "<redacted>", "api_key": "<redacted>"}},
+    ...               {"seed": 0, "prompts": "ab", "policy": {"max_tokens": 16, "api_key": "<redacted>"}})
+    ({'seed': 0, 'policy': {'max_tokens': 16, 'api_key': '<redacted>'}, 'prompts': 'ab'}, ['policy.max_tokens', 'prompts'])
+    """
+    unchecked: list[str] = []
+
+    def fill(old: Any, new: Any, prefix: str) -> Any:
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            merged = {k: fill(v, new.get(k), f"{prefix}{k}.") if k in new else v for k, v in old.items()}
+            return merged
+        name = prefix[:-1]
+        if old == "<redacted>" and not is_secret_name(name.rsplit(".", 1)[-1]) and new is not None:
+            unchecked.append(name)
+            return new
+        return old
+
+    merged = fill(dict(stored), now, "")
+    for name in _NEW_IN_SCHEMA_2:
+        if name not in merged and name in now:
+            merged[name] = now[name]
+            unchecked.append(name)
+    return merged, sorted(unchecked)
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:

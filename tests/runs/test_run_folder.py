@@ -321,3 +321,22 @@ def test_the_runner_and_its_writer_share_the_folder_and_free_it(tmp_path):
     second.close()
     done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_run_an_older_version_started_resumes_and_says_what_it_cannot_check(tmp_path, executor):
+    """metadata.json of before issue 51 (no schema, no prompts' digest, max_tokens stored as "<redacted>"): the run
+    resumes, and its first line names what the resume could not check (not a refusal for "prompts: (not set)")."""
+    run_dir = tmp_path / "run"
+    _run(run_dir, executor, limit=2)
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    del meta["schema"], meta["config"]["prompts"]
+    meta["config"]["executor_limits"]["suite_timeout_s"] = "<redacted>"  # as the old redaction stored a non-secret
+    (run_dir / "metadata.json").write_text(json.dumps(meta))
+    (run_dir / ".convcodeworld-files.json").unlink()  # nor did it list its files
+    said: list[str] = []
+    summary = _run(run_dir, executor, said, limit=2)
+    assert summary.resumed == {COMBO: 2} and summary.played == {COMBO: 0}
+    assert said == [f"note: {run_dir / 'metadata.json'} was written by an older version, which did not record "
+                    "executor_limits.suite_timeout_s, prompts: this resume cannot check that they are the same"]
+    with pytest.raises(RunConfigMismatch, match="seed: 0 -> 1"):  # what it did record is still compared
+        _run(run_dir, executor, limit=2, seed=1)
