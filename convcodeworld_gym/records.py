@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import os
 import re
 import shlex
@@ -72,6 +73,8 @@ __all__ = [
     "METADATA_FILE",
     "LOCK_FILE",
 ]
+
+_log = logging.getLogger(__name__)
 
 #: File name of the turn log inside a run directory.
 TURNS_FILE = "turns.jsonl"
@@ -412,6 +415,9 @@ class RunFolderLock:
                 raise RunFolderBusy(
                     f"{self.folder} is in use by another run ({_describe_holder(holder)}); wait for it to end, or pass "
                     "another --out folder (two runs in one folder would play every episode twice)", holder or {}) from None
+            except OSError as exc:  # a filesystem without flock (some network mounts): go on, unguarded, and say so
+                _log.warning("%s cannot be locked (%s): make sure no other run writes to this folder meanwhile",
+                             self.folder, exc.strerror or exc)
         holder = {"pid": os.getpid(), "host": socket.gethostname(),
                   "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "command": shlex.join(_masked_argv(sys.argv))}
