@@ -16,7 +16,8 @@ Phases, on one loop, with the heartbeat and stall watcher of ``benchmarks/_loop_
    (:func:`~convcodeworld_gym.rollouts.iter_rollouts`, the envs made beforehand) against the scripted coder (a wrong
    program, then the canonical solution; no latency).
 
-Per phase it prints its seconds, the loop's worst lag and 99th percentile, the longest the loop's own work held it
+Per phase it prints its seconds, the CPU time the loop's thread spent (its own work: what is not moved off the loop),
+the loop's worst lag and 99th percentile, the longest the loop's own work held it
 (a lag less the time the loop thread waited for a CPU: on a machine busier than its cores most of a lag can be that
 wait), and where the loop was then (the stack the watcher saw most often, innermost frame first). ``--show N``
 lists the N stalls held longest with their whole stacks; ``--per-callback`` times each callback alone (a lag is a
@@ -58,14 +59,14 @@ async def phase(watch: LoopWatch, name: str, work: Callable[[], Awaitable[Any]])
     """Run ``work`` as phase ``name`` of ``watch``: its seconds, worst lag, p99 lag and where its worst stall was."""
     watch.phase = name
     first_lag, first_stall = len(watch.lags), len(watch.stalls)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.thread_time()
     await work()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.thread_time() - cpu
     await asyncio.sleep(0.02)  # the beat that ends a stall at the phase's end lands in it
     lags = sorted(watch.lags[first_lag:]) or [float("nan")]
     stalls = watch.stalls[first_stall:]
     worst = max(stalls, key=lambda s: s.held_s, default=None)
-    return {"phase": name, "seconds": seconds, "worst_ms": 1000 * lags[-1],
+    return {"phase": name, "seconds": seconds, "loop_cpu_s": cpu, "worst_ms": 1000 * lags[-1],
             "p99_ms": 1000 * lags[int(0.99 * (len(lags) - 1))], "held_ms": 1000 * worst.held_s if worst else 0.0,
             "where": worst.where(8) if worst else "-"}
 
@@ -86,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"# loop stalls: {CORES} cores, {args.env_id} on {args.dataset}, {args.envs} envs, "
           f"{'the LLM user' if args.llm_user else 'the offline user'}\n")
-    print("| phase | seconds | loop worst lag | loop p99 lag | worst held (lag less CPU wait) | where the loop was then |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| phase | seconds | loop thread CPU | loop worst lag | loop p99 lag | worst held (lag less CPU wait) "
+          "| where the loop was then |")
+    print("|---|---:|---:|---:|---:|---:|---|")
 
     async def run(executor: SandboxExecutor, base_url: str, scratch: str) -> list[dict[str, Any]]:
         watch = LoopWatch(stall_s=args.stall_ms / 1000, per_callback=args.per_callback)
@@ -128,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                                ("first areset", first_areset), ("episodes", episodes)):
                 rows.append(await phase(watch, name, work))
                 row = rows[-1]
-                print(f"| {row['phase']} | {row['seconds']:.2f} | {row['worst_ms']:.0f} ms | {row['p99_ms']:.0f} ms "
+                print(f"| {row['phase']} | {row['seconds']:.2f} | {row['loop_cpu_s']:.2f} s | {row['worst_ms']:.0f} ms "
+                      f"| {row['p99_ms']:.0f} ms "
                       f"| {row['held_ms']:.0f} ms | {row['where']} |", flush=True)
         if args.per_callback:
             print(f"\ncallbacks over {args.stall_ms:g} ms: {len(watch.slow_callbacks)}")

@@ -16,6 +16,9 @@ Holds:
     async_twin      the ``a<name>`` method of an object, or a TypeError naming the object and the fix
     method_call     a Call of ``obj.<name>(...)`` whose awaited form is ``obj.a<name>(...)``
     BoundedThreads  a bounded FIFO thread pool whose calls are awaited (an executor's runs, off the loop)
+    LoopThread      an event loop in a thread of its own: awaited work that costs the CPU of whatever loop runs it
+                    (an HTTP client's request building and reply parsing) runs there, off the caller's loop
+    network_loop    the process's one LoopThread for HTTP requests (the LLM policy's and the LLM user's)
     run_sync        run a coroutine to its end from blocking code, also where a loop is running already
 
 >>> def double_then_add(x):
@@ -34,13 +37,15 @@ import asyncio
 import collections
 import concurrent.futures
 import functools
+import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
-__all__ = ["Call", "Plan", "run_blocking", "run_awaited", "async_twin", "method_call", "BoundedThreads", "run_sync"]
+__all__ = ["Call", "Plan", "run_blocking", "run_awaited", "async_twin", "method_call", "BoundedThreads", "LoopThread",
+           "network_loop", "run_sync"]
 
 T = TypeVar("T")
 
@@ -224,6 +229,81 @@ class BoundedThreads:
             with self._lock:
                 self._running -= 1
                 self._start_next()
+
+
+class LoopThread:
+    """An event loop that runs in a daemon thread of its own, started on first use: coroutines awaited through
+    :meth:`run` from any other loop run there, so the CPU they cost between their awaits is not spent on the caller's
+    loop. One thread for all of them, not one per call: an HTTP client of this loop keeps its connections pooled.
+
+    Cancelling the caller's await cancels the coroutine there. A child process forked while the thread runs starts
+    a thread of its own on first use (a fork copies no threads).
+
+    >>> import asyncio
+    >>> elsewhere = LoopThread("doc")
+    >>> async def where():
+    ...     return threading.current_thread().name
+    >>> asyncio.run(elsewhere.run(where()))
+    'doc'
+    >>> elsewhere.close()
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    @property
+    def started(self) -> bool:
+        """Whether this process's thread runs (its loop may hold clients to close)."""
+        return self._loop is not None and self._pid == os.getpid() and self._thread is not None and self._thread.is_alive()
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The thread's loop (the thread started, or started again in a forked child)."""
+        with self._lock:
+            if not self.started:
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def serve() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                self._thread = threading.Thread(target=serve, name=self.name, daemon=True)
+                self._thread.start()
+                started.wait()
+                self._loop, self._pid = loop, os.getpid()
+            return self._loop
+
+    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Await ``coroutine`` on this thread's loop (on the caller's own when the caller is that loop)."""
+        loop = self.loop()
+        if asyncio.get_running_loop() is loop:
+            return await coroutine
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
+
+    def close(self) -> None:
+        """Stop the loop and its thread (a later :meth:`run` starts them again)."""
+        with self._lock:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is not None and thread is not None and thread.is_alive() and self._pid == os.getpid():
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+
+
+_NETWORK = LoopThread("ccw-network")
+
+
+def network_loop() -> LoopThread:
+    """The process's :class:`LoopThread` for HTTP requests: the LLM policy's and the LLM user's awaited requests are
+    sent from it (:class:`~convcodeworld_gym.chat.AsyncClients`), so the ``openai`` client's request building and
+    reply parsing (several milliseconds a request, tens of requests ready together with tens of episodes in flight)
+    never hold the caller's loop."""
+    return _NETWORK
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:

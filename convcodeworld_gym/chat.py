@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 
 import openai
 
-from .aio import Call, Plan, run_awaited, run_blocking
+from .aio import Call, Plan, network_loop, run_awaited, run_blocking
 
 __all__ = ["RETRYABLE_STATUS", "Malformed", "ChatFailure", "retry_plan", "request_with_retries", "arequest_with_retries",
-           "AsyncClients", "error_message"]
+           "AsyncClients", "error_message", "endpoint_problem"]
 
 #: Retried with exponential backoff (as is every 5xx); any other HTTP error fails at once.
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -61,6 +61,28 @@ def error_message(exc: BaseException) -> str:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
     return str(getattr(exc, "message", exc))
+
+
+def endpoint_problem(client: openai.OpenAI, timeout_s: float = 10.0) -> str | None:
+    """Why ``client``'s endpoint cannot serve requests, asked once, quickly (``GET /models``, ``timeout_s``, no
+    retries): it refuses connections, does not answer, or refuses the key; None when it answers (a server without
+    that route, or any other answer, is no problem here: the requests themselves will say).
+
+    >>> endpoint_problem(openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="EMPTY"), 2.0)[:14]
+    'cannot connect'
+    """
+    try:
+        client.with_options(timeout=timeout_s, max_retries=0).models.list()
+    except openai.APITimeoutError:
+        return (f"no answer within {timeout_s:g} s (it accepts connections but does not answer); is the server "
+                "overloaded, still loading its model, or hung?")
+    except openai.APIConnectionError as exc:
+        return f"cannot connect ({exc.__cause__ or exc}); is the server running at that URL (--base-url)?"
+    except openai.AuthenticationError as exc:
+        return f"HTTP 401: {error_message(exc)}. Check the API key (--api-key or $OPENAI_API_KEY)."
+    except (openai.APIStatusError, ValueError):
+        return None
+    return None
 
 
 def _retryable(status: int) -> bool:
@@ -136,14 +158,21 @@ def retry_plan(
     backoff_s: float,
     cap_s: float,
     timeout_s: float,
+    on_retry: Callable[[str], Any] | None = None,
 ) -> Plan[T]:
     """The retry loop as a plan (:mod:`.aio`): ``send`` until it returns, ``pause(seconds)`` before retry ``k + 1``
     (``min(cap_s, backoff_s * 2**k)``); :class:`ChatFailure` when it gives up. What is transient and what passes
-    through untouched: see :func:`request_with_retries`."""
+    through untouched: see :func:`request_with_retries`. ``on_retry`` is told each retry, before its pause, in one
+    line (what failed, which try of how many, the pause), so that a failing endpoint is never silent."""
+    problem, status = "", None  # what the last try failed with
     for attempt in range(retries + 1):
         if attempt:
-            yield pause(min(cap_s, backoff_s * 2 ** (attempt - 1)))
-        status: int | None = None
+            wait = min(cap_s, backoff_s * 2 ** (attempt - 1))
+            if on_retry is not None:
+                said = f"HTTP {status}: {problem}" if status is not None else problem
+                on_retry(f"{said} (try {attempt} of {retries + 1}); trying again in {wait:g} s")
+            yield pause(wait)
+        status = None
         try:
             return (yield send)
         except openai.APIStatusError as exc:
@@ -166,6 +195,12 @@ class AsyncClients:
 
     Making a client loads the TLS certificate store (0.3-0.7 s on a busy machine): :meth:`aget` makes it in a thread,
     so the first request of a loop does not hold the loop meanwhile; :meth:`get` makes it where it is called.
+
+    :meth:`arun` sends a request from the process's network loop (:func:`~convcodeworld_gym.aio.network_loop`, a
+    thread of its own) with that loop's client: the ``openai`` client spends several milliseconds of CPU on each
+    request (the body's transform, the request, the reply's parsing), which with tens of episodes in flight held the
+    caller's loop for hundreds of milliseconds in one turn. The LLM policy and the LLM user send every awaited request
+    so.
 
     >>> import asyncio
     >>> clients = AsyncClients(base_url="http://127.0.0.1:9/v1", api_key="EMPTY", max_retries=0)
@@ -207,8 +242,25 @@ class AsyncClients:
                 del self._making[loop]  # made (or failed: the next call tries again)
         return self._by_loop.setdefault(loop, made)
 
+    async def arun(self, request: Callable[[openai.AsyncOpenAI], Awaitable[T]]) -> T:
+        """``await request(client)`` on the network loop, with its client (made there by :meth:`aget`): the caller's
+        loop only waits for the answer. An exception of the request is raised here."""
+
+        async def there() -> T:
+            return await request(await self.aget())
+
+        return await network_loop().run(there())
+
     async def aclose(self) -> None:
-        """Close the running loop's client (its connections); a later :meth:`get` makes a new one."""
+        """Close the running loop's client and the network loop's (their connections); later requests make new ones."""
+        client = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+        network = network_loop()
+        if network.started and asyncio.get_running_loop() is not network.loop():
+            await network.run(self._aclose_here())
+
+    async def _aclose_here(self) -> None:
         client = self._by_loop.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.close()

@@ -26,13 +26,15 @@ from pathlib import Path
 
 import gymnasium as gym
 
+from . import __version__
 from .errors import ConvCodeWorldError
 from .feedback.execution import FEEDBACK_STYLES
 from .observation import FEEDBACK_KEYS
-from .policies import POLICY_KINDS, make_policy
+from .policies import POLICY_KINDS, Policy, make_policy
 from .protocol import PROTOCOLS
 from .registration import LIVE_IDS, env_id
-from .runs.evaluate import EvalConfig, default_dataset, run_evaluation
+from .records import RunFolderLock
+from .runs.evaluate import EvalConfig, RunSummary, check_run_folder, default_dataset, run_evaluation
 from .runs.report import write_report
 from .sandbox import Executor, Limits, SandboxExecutor
 from .sandbox.confinement.confine import Level
@@ -63,6 +65,55 @@ def _play(env: gym.Env, task_id: str, replies: Callable[[Task, int], str], out=s
         if terminated or truncated:
             print(f"  -> episode over ({info['episode_end']})", file=out)
             return
+
+
+def _positive_int(text: str) -> int:
+    """An argument that counts something there must be at least one of.
+
+    >>> _positive_int("3")
+    3
+    >>> _positive_int("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be at least 1, got 0
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    """An argument that counts something there may be none of (``--max-turns 0``: turn 0 only)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+class _DefaultsShown(argparse.HelpFormatter):
+    """Help that shows each option's default (``(default: X)``) unless its text already speaks of it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if ("default" in text.lower() or action.default in (None, False, True, argparse.SUPPRESS, [])
+                or not action.option_strings):
+            return action.help
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose help shows defaults, for the command and each subcommand."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsShown)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -216,13 +267,19 @@ def cmd_runtime(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="convcodeworld", description="ConvCodeWorld / ConvCodeBench environments.")
+    parser = _Parser(prog="convcodeworld", description="ConvCodeWorld / ConvCodeBench environments.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="play a few episodes with scripted policies and print each turn")
+    demo = sub.add_parser(
+        "demo", help="play a few episodes with scripted policies and print each turn",
+        description="Play the first tasks of a task set twice each, with two scripted policies (no model needed): "
+        "the canonical solution, which passes at turn 0, and a wrong program then the canonical solution, which "
+        "shows the feedback of one failed turn. Prints every turn: the reward, the share of tests passed and the "
+        "feedback texts. Try: convcodeworld demo --dataset humaneval")
     demo.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
     demo.add_argument("--feedback", default="CF-EF_full", help=f"feedback combination (ids: {', '.join(LIVE_IDS)})")
-    demo.add_argument("--episodes", type=int, default=3, help="number of tasks to play")
-    demo.add_argument("--max-turns", type=int, default=10)
+    demo.add_argument("--episodes", type=_positive_int, default=3, help="number of tasks to play (at least 1)")
+    demo.add_argument("--max-turns", type=_count, default=10, help="feedback turns after turn 0")
     _add_runtime(demo)
     demo.set_defaults(func=cmd_demo)
     _add_evaluate(sub)
@@ -237,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--feedback", required=True, help="the combination the reference run used, e.g. CF-EF_full-SEF")
     imp.add_argument("--out", required=True, help="run directory to write turns.jsonl into")
     imp.add_argument("--policy", default="", help="the reference model's name, stored in every row")
-    imp.add_argument("--max-turns", type=int, default=10)
+    imp.add_argument("--max-turns", type=_count, default=10, help="feedback turns after turn 0 to import")
     imp.add_argument("--discover", action="store_true", help="given turn 0's file and the iteration-1 file, also take its _ITER=k siblings")
     imp.set_defaults(func=cmd_import_reference)
 
@@ -245,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     cor.add_argument("live_dirs", nargs="+", help="live run directories, one per policy")
     cor.add_argument("--static", nargs="+", required=True, help="static run directories, in the same policy order")
     cor.add_argument("--reference", help="the reference log the static runs replayed (default: the one their rows name)")
-    cor.add_argument("--max-turns", type=int, default=10)
+    cor.add_argument("--max-turns", type=_count, default=10, help="feedback turns after turn 0 of the runs")
     cor.set_defaults(func=cmd_correlate)
 
     check = sub.add_parser("selfcheck", help="run every canonical solution of a task set; report pass rate and failure reasons")
@@ -282,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "program fitted to the tests passes one (docs/canary.md). build: verify each task's twin in the "
                          "sandbox (the canonical solution must fail the changed test and pass the rest) and write the "
                          "list; list: the verified twins of a task set.")
-    can.add_argument("action", choices=("build", "list"))
+    can.add_argument("action", choices=("build", "list"), help="build: verify and write the list; list: show it")
     can.add_argument("--dataset", help="humaneval, bigcodebench or a task file (default: bigcodebench)")
     can.add_argument("--limit", type=int, help="first N tasks only")
     can.add_argument("--max-candidates", type=int, default=3, help="build: candidate changes tried per task (default 3)")
@@ -294,8 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
     rt = sub.add_parser("runtime", help="build a task set's pinned runtime in its own venv, or show the one in use",
                         description=f"install NAME: build the runtime in its own venv under {runtimes_dir()} "
                         f"(${RUNTIMES_DIR_ENV}), where the env finds it without flags. where: print the runtime in use.")
-    rt.add_argument("action", choices=("install", "where"))
-    rt.add_argument("name", nargs="?", default="bigcodebench", choices=sorted(KNOWN_RUNTIMES))
+    rt.add_argument("action", choices=("install", "where"), help="install: build the runtime; where: print the one in use")
+    rt.add_argument("name", nargs="?", default="bigcodebench", choices=sorted(KNOWN_RUNTIMES), help="the runtime")
     rt.add_argument("--dir", default=None, help="build it here instead (then pass --runtime DIR)")
     rt.add_argument("--python", default=None, help="the Python that makes the venv (default: this one's base; 3.10 or 3.11)")
     rt.add_argument("--requirements", default=None, help="requirements file (default: envs/<name>/requirements.txt)")
@@ -349,18 +406,23 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     pol.add_argument("--model", help="openai policy: the model name")
     pol.add_argument("--base-url", help="openai policy: endpoint, e.g. http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama); default OpenAI")
     pol.add_argument("--api-key", help="openai policy: the key (default $OPENAI_API_KEY; prefer the variable: arguments show in `ps`)")
-    pol.add_argument("--temperature", type=float, default=0.0)
+    pol.add_argument("--temperature", type=float, default=0.0, help="openai policy: sampling temperature (the paper: 0)")
     pol.add_argument("--max-tokens", type=int, default=2048, help="new tokens per reply (default 2048, as the paper)")
     pol.add_argument("--n", type=int, default=1, help="choices per request; the first is played")
     pol.add_argument("--history", action="store_true", help="send the whole conversation, not only the previous code and this turn's feedback")
-    pol.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts, with exponential backoff")
-    pol.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    pol.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts, with exponential backoff; "
+                     "each retry prints a line")
+    pol.add_argument("--timeout", type=float, default=120.0, help="seconds a request may wait for its reply (a long "
+                     "reply of a slow model needs tens of seconds; an endpoint that does not answer at all is found "
+                     "before the run, within 10 s)")
     sim = ev.add_argument_group("verbal feedback (SNF / SEF ids only)")
-    sim.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto")
+    sim.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto",
+                     help="the simulated user: llm (an OpenAI-compatible model, the paper's GPT-4o), offline (rules, no "
+                     "model), auto (llm when $CONVCODEWORLD_SIMULATOR_MODEL or --simulator-base-url names one)")
     sim.add_argument("--simulator-model", help="model of the LLM simulator (default: the paper's gpt-4o-2024-05-13)")
     sim.add_argument("--simulator-base-url", help="endpoint of the LLM simulator")
     run = ev.add_argument_group("run")
-    run.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0 (default 10)")
+    run.add_argument("--max-turns", type=_count, default=10, help="feedback turns after turn 0 (default 10, as the paper)")
     run.add_argument("--protocol", choices=PROTOCOLS, default="reference",
                      help="reference (default): call the model only when the reference does (no call on a turn with nothing "
                      "to act on, compile fixes inside a turn); always: one call every turn")
@@ -368,10 +430,11 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                      help="BigCodeBench samples (JSONL of task_id, solution) as every task's turn 0, judged without a "
                      "model call, in live and static runs (the paper's turn 0); default: the policy writes turn 0")
     run.add_argument("--feedback-style", choices=FEEDBACK_STYLES, default="reference",
-                     help="execution feedback text: reference (default, the text the paper's models saw) or rich "
-                     "(source lines, whole tracebacks)")
-    run.add_argument("--concurrency", type=int, default=2, help="episodes in flight (on one event loop, sharing one executor; against a model endpoint, tens to hundreds)")
-    run.add_argument("--seed", type=int, default=0)
+                     help="execution feedback text: reference (default, the text the paper's models saw), corrected "
+                     "(the reference's text with its defects fixed) or rich (source lines, whole tracebacks)")
+    run.add_argument("--concurrency", type=_positive_int, default=2, help="episodes in flight (on one event loop, sharing one executor; against a model endpoint, tens to hundreds)")
+    run.add_argument("--seed", type=int, default=0, help="given to the policy for every episode and to the "
+                     "simulated user (offline policies and users are deterministic given it)")
     run.add_argument("--out", help="run directory (default: runs/<policy>-<tasks>); rerun with the same settings to resume")
     run.add_argument("--suite-timeout", type=float, default=121.0, help="seconds for a whole test suite (default 121, as the reference)")
     run.add_argument("--test-timeout", type=float, help="seconds per test method (default: none)")
@@ -475,22 +538,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     tasks_label = f"{dataset}{'-stdlib' if stdlib_only else ''}{f'-limit{args.limit}' if args.limit is not None else ''}"
     out = Path(args.out or Path("runs") / _slug(f"{policy.name}-{Path(tasks_label).name}"))
     print(f"run directory: {out}" + ("   [SYNTHETIC coder: numbers are no claim about any model]" if policy.synthetic else ""))
-    limits = Limits(suite_timeout_s=args.suite_timeout, test_timeout_s=args.test_timeout)
     if args.ray is not None and args.runtime is not None:
         raise ValueError("--runtime applies to the local sandbox; with --ray each node runs its own interpreter")
-    executor = _ray_executor(args.ray, limits) if args.ray is not None else SandboxExecutor(limits, runtime=args.runtime)
     try:
-        summary = run_evaluation(
-            config, policy, out, executor=executor, progress=None if args.no_progress else run_evaluation.__kwdefaults__["progress"]
-        )
-    except KeyboardInterrupt:
+        check_run_folder(out, report=not args.no_report)  # refused now, not after the run (nothing written there)
+        with RunFolderLock(out):  # a folder in use, a file, a read-only folder: refused before anything starts
+            if args.policy == "openai":
+                _check_endpoint(policy)
+            summary = _evaluate(args, config, policy, out)
+    except _Interrupted:
         print(f"\ninterrupted: every finished episode is saved in {out}; rerun the same command to resume", file=sys.stderr)
         return 130
     finally:
         policy.close()
-        executor.close()
     for name in summary.played:
         print(f"{name}: {summary.played[name]} episodes played, {summary.resumed[name]} already done"
+              + (f" ({summary.repaired[name]} unfinished, played again)" if summary.repaired.get(name) else "")
               + _infra_note(summary.replayed.get(name, 0), summary.infra_lost.get(name, 0))
               + (f"; canary twins: {summary.canary_passed[name]} of {summary.canary_played[name]} passed (never in the scores)"
                  if summary.canary_played.get(name) else ""))
@@ -499,6 +562,40 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.no_report or not summary.played and not any(summary.resumed.values()):
         return 0
     return _print_report(out, None, args)
+
+
+def _evaluate(args: argparse.Namespace, config: EvalConfig, policy: Policy, out: Path) -> RunSummary:
+    """:func:`run_evaluation` with the executor of ``args`` (closed at the end); a full disk (or a folder gone
+    read-only) mid-run ends in one line that says what is kept."""
+    limits = Limits(suite_timeout_s=args.suite_timeout, test_timeout_s=args.test_timeout)
+    executor = _ray_executor(args.ray, limits) if args.ray is not None else SandboxExecutor(limits, runtime=args.runtime)
+    try:
+        return run_evaluation(
+            config, policy, out, executor=executor, progress=None if args.no_progress else run_evaluation.__kwdefaults__["progress"]
+        )
+    except KeyboardInterrupt:
+        raise _Interrupted() from None
+    except OSError as exc:  # a full disk, a folder gone read-only mid-run
+        raise _RunStopped(f"cannot write {exc.filename or out} ({exc.strerror or exc}); every finished episode is kept "
+                          "in the log: free space (or fix the folder) and rerun the same command to resume") from None
+    finally:
+        executor.close()
+
+
+class _Interrupted(Exception):
+    """Ctrl-C during a run (the folder's lock is let go before the line that says how to resume)."""
+
+
+class _RunStopped(ConvCodeWorldError):
+    """The run stopped on something outside it (a full disk); the message says what is kept and what to do."""
+
+
+def _check_endpoint(policy: object) -> None:
+    """Before the run: an endpoint that refuses, does not answer, or refuses the key fails now, in one line, not
+    after every retry of the first request (:meth:`~.policies.OpenAIPolicy.check_endpoint`)."""
+    check = getattr(policy, "check_endpoint", None)
+    if check is not None:
+        check()
 
 
 def _infra_note(replayed: int, lost: int) -> str:
@@ -534,8 +631,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except (ConvCodeWorldError, ValueError, FileNotFoundError) as exc:
-        print(f"convcodeworld {args.command}: error: {exc}", file=sys.stderr)
+        print(f"convcodeworld {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line (a message that spans lines is joined with " | ")."""
+    return " | ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -22,6 +22,11 @@ Holds:
     DependencyNotInstalled  an optional extra this feature needs is not installed (names the install command)
     ServerLimitError     a request went over one of the episode server's limits (names the limit and its flag)
     ServerError          the episode server refused a request (the client's side: the server's error kind and message)
+    RunFolderError       an output folder cannot be used: a file in its place, not writable, or it holds files this
+                         package did not write
+    RunFolderBusy        another run holds the output folder (names its pid, host, start time and command)
+    RunLogError          a turn log, a run's metadata.json or another JSON(-lines) file a run reads is empty or corrupt
+                         (names the file, the line and the fix)
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ __all__ = [
     "DependencyNotInstalled",
     "ServerLimitError",
     "ServerError",
+    "RunFolderError",
+    "RunFolderBusy",
+    "RunLogError",
 ]
 
 
@@ -184,3 +192,25 @@ class ServerError(ConvCodeWorldError, RuntimeError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class RunFolderError(ConvCodeWorldError):
+    """An output folder (``--out``) cannot be used as asked: a file stands in its place, it cannot be written, or it
+    holds files this package did not write and would overwrite. The message names the folder, the files and the fix."""
+
+
+class RunFolderBusy(RunFolderError):
+    """Another run holds the output folder (one run at a time: :class:`~convcodeworld_gym.records.RunFolderLock`).
+    ``holder`` is what its lock file says: ``pid``, ``host``, ``started`` and ``command``."""
+
+    def __init__(self, message: str, holder: dict[str, object]) -> None:
+        super().__init__(message, holder)
+        self.holder = holder
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class RunLogError(ConvCodeWorldError, ValueError):
+    """A run's turn log, its ``metadata.json``, or another JSON(-lines) file a run reads is empty or corrupt. The
+    message names the file (and the line) and what to do."""

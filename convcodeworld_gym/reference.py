@@ -16,7 +16,7 @@ from typing import Union
 from .combos import FeedbackConfig
 from .errors import ReferenceLogError
 from .metrics import DEFAULT_MAX_TURNS
-from .records import TurnRecord, group_episodes, read_turns
+from .records import TurnRecord, group_episodes, read_turns, split_finished
 
 __all__ = ["ReferenceLog", "ReferenceSpec", "load_reference"]
 
@@ -75,7 +75,8 @@ def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns
     :class:`ReferenceLog` (returned as is when its combination matches).
 
     An episode holding a turn the infrastructure lost (``infra_error``) is left out (``ReferenceLog.left_out``):
-    its history stops at a turn that is no verdict.
+    its history stops at a turn that is no verdict. So is an unfinished episode of a log read from a path or the hub
+    (a run cut short, or still going: :func:`~.records.split_finished`); rows given in memory are taken as they are.
 
     Raises:
         ReferenceLogError: no rows of the combination; a task's turns have a gap or a
@@ -91,13 +92,14 @@ def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns
     if isinstance(log, (str, os.PathLike)):
         # a local log is named by its absolute path, so runs that name it can be scored from anywhere
         source = os.path.abspath(log) if os.path.exists(log) else os.fspath(log)
-        rows = read_turns(log)
+        rows, unfinished = split_finished(read_turns(log))  # what a run cut short is no reference history
     else:
-        source, rows = "", list(log)
+        source, rows, unfinished = "", list(log), []
     groups = group_episodes(rows)
     present = sorted({combo for combo, _ in groups})
     episodes: dict[str, tuple[TurnRecord, ...]] = {}
-    left_out: dict[str, str] = {}
+    left_out: dict[str, str] = {key[1]: "the run that logged it left it unfinished (no row says how it ended)"
+                                for key in unfinished if key[0] == name}  # records.episode_key: (feedback, task_id)
     for (combo, task_id), turns in groups.items():
         if combo != name:
             continue
@@ -123,8 +125,8 @@ def load_reference(log: ReferenceSpec, feedback: str | FeedbackConfig, max_turns
     if not episodes:
         if left_out:
             raise ReferenceLogError(
-                f"reference log {source or '(rows)'}: every {name} episode ({len(left_out)}) holds a turn the "
-                "infrastructure lost (rows with infra_error); play them again"
+                f"reference log {source or '(rows)'}: none of its {name} episodes ({len(left_out)}) can be replayed "
+                f"(e.g. {next(iter(left_out))}: {next(iter(left_out.values()))}); play them again"
             )
         raise ReferenceLogError(
             f"reference log {source or '(rows)'} has no rows for combination {name} (it holds: {', '.join(present) or 'no rows'}); "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -24,7 +25,10 @@ class RecordEpisodes(gym.Wrapper[dict[str, Any], str, dict[str, Any], str]):
 
     The log is the one schema of :mod:`convcodeworld_gym.records`: a live run recorded this
     way is a reference log for ``ConvCodeBench-<combination>-v0``. An episode that is reset or
-    closed before it ends is not written. Reopening a run directory appends; ``done`` says
+    closed before it ends is not written; one a wrapper around the env ends (a ``TimeLimit``) gets
+    ``episode_end`` ``"truncated"`` (or ``"terminated"``) on its last row, so that it counts as finished
+    (:func:`~convcodeworld_gym.records.episode_finished`). While it is open, the wrapper's process holds the
+    folder (:class:`~convcodeworld_gym.records.RunFolderLock`): give each process its own folder. Reopening a run directory appends; ``done`` says
     which ``(feedback, task_id)`` episodes it already holds, so a loop can skip them.
     ``await areset(...)`` / ``await astep(reply)`` record the same way around the env's own.
 
@@ -93,6 +97,8 @@ class RecordEpisodes(gym.Wrapper[dict[str, Any], str, dict[str, Any], str]):
         if not (terminated or truncated):
             return None
         ended, self._rows = self._rows, []
+        if not ended[-1].episode_end:  # ended by a wrapper around the env (a TimeLimit): said, so that it is finished
+            ended[-1] = replace(ended[-1], episode_end="truncated" if truncated else "terminated")
         return ended
 
     def close(self) -> None:

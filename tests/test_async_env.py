@@ -191,12 +191,16 @@ def _calls_on_this_thread(*functions) -> Iterator[list[str]]:
         sys.setprofile(None)
 
 
-_SLOW_ON_A_LOOP = (openai.AsyncOpenAI.__init__, load_tasks, select_tasks, RuntimeProbe._ask)
+# openai.AsyncOpenAI.post: a request's building, sending and reply parsing (several ms of CPU each; tens of them
+# ready in one turn held the loop 0.2-1 s with 64 episodes in flight): sent from the network loop's thread instead
+_SLOW_ON_A_LOOP = (openai.AsyncOpenAI.__init__, openai.AsyncOpenAI.post, load_tasks, select_tasks, RuntimeProbe._ask)
 
 
 def test_the_first_awaited_calls_do_no_slow_setup_on_the_loop(tmp_path, uncached):
     """The first areset, astep (with the LLM user) and policy call of a loop: no HTTP client is made on the loop (it
-    loads the TLS certificates: 0.3-0.7 s here, once per env's user), no task set is loaded and no runtime asked."""
+    loads the TLS certificates: 0.3-0.7 s here, once per env's user), no request is built or its reply parsed there
+    (the network loop's thread does it: :func:`~convcodeworld_gym.aio.network_loop`), no task set is loaded and no
+    runtime asked."""
     with ScriptedOpenAIServer(lambda body: LLM_REPLY) as server:
         env = ConvCodeWorldEnv("CF-EF_full-SEF", dataset="humaneval", task_ids=TASKS, max_turns=MAX_TURNS,
                                executor=uncached, simulator_kwargs={
@@ -217,4 +221,4 @@ def test_the_first_awaited_calls_do_no_slow_setup_on_the_loop(tmp_path, uncached
         seen, requests, verbal_s = asyncio.run(first_calls())
         env.close(), policy.close()
     assert requests == 2 and verbal_s > 0  # the user and the policy each asked the server, through their async clients
-    assert seen == []  # before: ['AsyncOpenAI.__init__', 'AsyncOpenAI.__init__'], the clients made on the loop
+    assert seen == []  # before 0df309d: two AsyncOpenAI.__init__; before issue 51: two AsyncAPIClient.post

@@ -21,6 +21,7 @@ def _episode(env, task_id: str, replies: list[str]) -> list[TurnRecord]:
 
 def test_round_trip_and_torn_line_repair(tmp_path):
     env = gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval")
+    one_turn = gym.make("ConvCodeWorld-CF-EF_full-v0", dataset="humaneval", max_turns=0)
     gt = env.unwrapped.tasks["HumanEval/0"].ground_truth
     with EpisodeLogWriter(tmp_path) as writer:
         writer.write_episode(_episode(env, "HumanEval/0", ["def nope(:", gt]))
@@ -29,8 +30,10 @@ def test_round_trip_and_torn_line_repair(tmp_path):
         fh.write('{"feedback": "CF-EF_full", "task_id": "HumanEval/1", "tu')
     writer = EpisodeLogWriter(tmp_path)
     assert writer.done == {("CF-EF_full", "HumanEval/0")}
-    writer.write_episode(_episode(env, "HumanEval/1", ["pass"]))
+    assert writer.repaired == [("CF-EF_full", "HumanEval/1")]  # the torn line's episode: played again
+    writer.write_episode(_episode(one_turn, "HumanEval/1", ["pass"]))
     writer.close()
+    one_turn.close()
     rows = read_turns(tmp_path)
     assert [(r.task_id, r.turn) for r in rows] == [("HumanEval/0", 0), ("HumanEval/0", 1), ("HumanEval/1", 0)]
     first = rows[0]

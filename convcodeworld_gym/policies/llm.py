@@ -15,6 +15,7 @@ Holds:
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import time
@@ -22,13 +23,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..aio import Call, Plan, run_awaited, run_blocking
-from ..chat import RETRYABLE_STATUS, AsyncClients, ChatFailure, retry_plan
+from ..chat import RETRYABLE_STATUS, AsyncClients, ChatFailure, endpoint_problem, retry_plan
 from ..errors import ContextOverflow, ConvCodeWorldError
+from ..records import valid_text
 from ..tasks import Task
 from .base import Policy, PolicyEpisode, PolicyReply, SampledTokens
 from .prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
 
 __all__ = ["OpenAIPolicy", "LLMError", "LLMContextOverflow", "RETRYABLE_STATUS", "user_prompt", "sampled_tokens"]
+
+_log = logging.getLogger(__name__)
 
 # How OpenAI ("context_length_exceeded"), vLLM ("maximum context length is ...") and others word it.
 _OVERFLOW = re.compile(r"context[ _]length|maximum context|context window|too many tokens|prompt is too long", re.IGNORECASE)
@@ -143,6 +147,17 @@ class OpenAIPolicy(Policy):
     def start(self, task: Task, *, feedback: str, seed: int) -> PolicyEpisode:
         return _ChatEpisode(self)
 
+    def check_endpoint(self, timeout_s: float = 10.0) -> None:
+        """Ask the endpoint once, quickly, whether it can serve (:func:`~..chat.endpoint_problem`): a run calls it
+        first, so that a server that is down, hung or refusing the key fails in seconds, not after every retry.
+
+        Raises:
+            LLMError: it cannot (names the endpoint, the model and why).
+        """
+        problem = endpoint_problem(self._client, timeout_s)
+        if problem is not None:
+            raise LLMError(f"LLM endpoint {self.base_url} (model {self.model!r}): {problem}")
+
     def settings(self) -> dict[str, Any]:
         return {
             **super().settings(),
@@ -176,6 +191,7 @@ class OpenAIPolicy(Policy):
         return await run_awaited(self._complete_plan(messages))
 
     def _complete_plan(self, messages: list[dict[str, str]]) -> Plan[PolicyReply]:
+        messages = _valid_messages(messages)
         response, latency = yield from self._request_plan(messages, self.n, None)
         usage = response.usage
         counts = (
@@ -184,7 +200,7 @@ class OpenAIPolicy(Policy):
             else {}
         )
         choice = response.choices[0]
-        return PolicyReply(choice.message.content or "", counts, latency, tuple(dict(m) for m in messages),
+        return PolicyReply(valid_text(choice.message.content or ""), counts, latency, tuple(dict(m) for m in messages),
                            sampled_tokens(response, choice))
 
     def sample(self, messages: list[dict[str, str]], n: int, seed: int | None = None) -> list[str]:
@@ -194,8 +210,8 @@ class OpenAIPolicy(Policy):
         """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        response, _ = run_blocking(self._request_plan(messages, n, seed))
-        return [choice.message.content or "" for choice in response.choices]
+        response, _ = run_blocking(self._request_plan(_valid_messages(messages), n, seed))
+        return [valid_text(choice.message.content or "") for choice in response.choices]
 
     async def aclose(self) -> None:
         """Close the running loop's async client (the blocking client stays: :meth:`close`)."""
@@ -226,12 +242,12 @@ class OpenAIPolicy(Policy):
             return checked(self._client.chat.completions.create(**kwargs))
 
         async def asend() -> Any:
-            return checked(await (await self._async_clients.aget()).chat.completions.create(**kwargs))
+            return checked(await self._async_clients.arun(lambda client: client.chat.completions.create(**kwargs)))
 
         try:
             response = yield from retry_plan(Call(send, asend), lambda seconds: Call(time.sleep, asyncio.sleep, (seconds,)),
                                              retries=self.max_retries, backoff_s=self.backoff_s, cap_s=60.0,
-                                             timeout_s=self.timeout_s)
+                                             timeout_s=self.timeout_s, on_retry=lambda line: _log.warning("%s: %s", where, line))
         except ChatFailure as failure:
             if failure.status == 400 and _OVERFLOW.search(failure.problem):
                 raise LLMContextOverflow(f"{where} answered HTTP 400: {failure.problem}", 400) from None
@@ -244,6 +260,12 @@ class OpenAIPolicy(Policy):
 
     def close(self) -> None:
         self._client.close()
+
+
+def _valid_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``messages`` with every text valid Unicode (:func:`~..records.valid_text`): a reply that carried a lone surrogate,
+    shown again in a later prompt, must not make the request's JSON body unsendable."""
+    return [{**m, "content": valid_text(m["content"])} if isinstance(m.get("content"), str) else m for m in messages]
 
 
 def sampled_tokens(response: Any, choice: Any) -> SampledTokens | None:

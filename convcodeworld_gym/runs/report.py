@@ -3,7 +3,10 @@
 Table 1 is Pass@1 (%) at each turn 0..max_turns, one column per feedback combination;
 Table 2 is MRR and Recall (%), one column per combination. Both are printed and written as
 Markdown (``report.md``) and CSV (``pass_at_turn.csv``, ``mrr_recall.csv``); the plot is
-``pass_at_turn.png``. Scores come from :mod:`..metrics` (live: the first passing turn).
+``pass_at_turn.png``. Scores come from :mod:`..metrics` (live: the first passing turn), over finished episodes only
+(:func:`~convcodeworld_gym.records.split_finished`: one a run left unfinished is counted apart, and the next
+``evaluate`` on the folder plays it again). The files are never written over a file this package did not write
+(:func:`.rundir.claim`).
 
 Beside the scores, never part of them (:mod:`.watch`): Table 3, the share (%) of episodes with a turn-by-turn
 regression, per combination and per turn (``regressions.csv``); and the canary pass rate of the canary twins the run
@@ -13,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,13 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from ..combos import ALL_CONFIGS, FeedbackConfig
+from ..errors import RunFolderError, RunLogError
 from ..metrics import DEFAULT_MAX_TURNS, Scores
-from ..records import METADATA_FILE, TURNS_FILE, TurnRecord, read_turns
+from ..records import METADATA_FILE, TURNS_FILE, TurnRecord, make_folder, read_turns, split_finished
 from .log_scores import carried_turn0_scores, combinations, run_scores
 from ..tasks.canary import CanaryRate
+from .rundir import claim, read_metadata, record_written
 from .watch import RegressionShares, canary_rates, regression_shares, split_canaries
 
-__all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "headless_pyplot",
+__all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "pass_at_turn_figure",
+           "headless_pyplot",
            "CARRIED_COMBINATIONS",
            "REPORT_FILES"]
 
@@ -91,6 +96,8 @@ class Report:
         regressions: combination -> its turn-by-turn regressions (:class:`~.watch.RegressionShares`; Table 3).
         canaries: combination -> its canary twins' pass rate (:class:`~convcodeworld_gym.tasks.canary.CanaryRate`), for the combinations
             that played any; their rows take no part in ``scores``.
+        unfinished: episodes of the log that are not finished (a run still going, or cut short), left out of
+            everything.
     """
 
     scores: Mapping[str, Scores]
@@ -102,6 +109,7 @@ class Report:
     filled: tuple[str, ...] = ()
     regressions: Mapping[str, RegressionShares] = field(default_factory=dict)
     canaries: Mapping[str, CanaryRate] = field(default_factory=dict)
+    unfinished: int = 0
 
     @property
     def turns(self) -> range:
@@ -155,7 +163,15 @@ class Report:
         if self.filled:
             tasks += ("; " + " and ".join(_label(n) for n in self.filled) + " not played: every turn is the turn-0 rate, "
                       "as the reference fills them when every turn-0 program compiles (its model is then never called)")
-        return f"{who} on {self.benchmark} ({self.dataset}, {tasks})"
+        if self.unfinished:
+            tasks += (f"; {self.unfinished} unfinished episode(s) left out (a run still going, or cut short: the next "
+                      "evaluate on the folder plays them)")
+        return f"{who} on {self.benchmark} ({', '.join(part for part in (self.dataset, tasks) if part)})"
+
+    def task_count(self) -> str:
+        """``"40 tasks"`` (or the range over combinations: ``"38-40 tasks"``)."""
+        counts = sorted({s.n_tasks for s in self.scores.values()})
+        return f"{counts[0]} tasks" if len(counts) == 1 else f"{counts[0]}-{counts[-1]} tasks"
 
     def captions(self) -> tuple[str, str]:
         return (
@@ -212,31 +228,30 @@ def _csv(header: list[str], rows: list[list[str]]) -> str:
 def load_report(
     run_dir: str | os.PathLike[str], *, compensate_init: bool = True, exclude_init_solved: bool = False, fill_cf: bool = False
 ) -> Report:
-    """The report of a run directory (``turns.jsonl`` read through ``datasets``; ``metadata.json`` if present).
+    """The report of a run directory (``turns.jsonl`` read as JSON lines; ``metadata.json`` if present), of its
+    finished episodes (:func:`~convcodeworld_gym.records.split_finished`; ``Report.unfinished`` counts the others).
     ``compensate_init``: static MRR credits the model's own turn-0 pass (the reference's default);
     ``exclude_init_solved`` and ``fill_cf``: see :func:`scores_by_combination`.
 
     Raises:
         FileNotFoundError: the directory has no ``turns.jsonl`` (nothing was run there).
+        RunLogError: the log holds no finished episode, or it or ``metadata.json`` is corrupt (names the file and line).
     """
     run_dir = Path(run_dir)
+    if run_dir.is_file() and run_dir.name == TURNS_FILE:
+        run_dir = run_dir.parent
     if not (run_dir / TURNS_FILE).exists():
         raise FileNotFoundError(f"{run_dir} has no {TURNS_FILE}; pass the --out directory of a `convcodeworld evaluate` run")
     meta_path = run_dir / METADATA_FILE
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
-    config = meta.get("config", {})
+    meta = read_metadata(meta_path) if meta_path.exists() else {}
+    config = meta.get("config", {}) if isinstance(meta.get("config"), dict) else {}
     max_turns = int(config.get("max_turns", DEFAULT_MAX_TURNS))
-    import datasets
-
-    quiet = datasets.utils.logging.is_progress_bar_enabled()
-    datasets.utils.logging.disable_progress_bar()
-    try:
-        rows = read_turns(run_dir)
-    finally:
-        if quiet:
-            datasets.utils.logging.enable_progress_bar()
+    every = read_turns(run_dir)
+    rows, unfinished = split_finished(every)
     if not rows:
-        raise ValueError(f"{run_dir / TURNS_FILE} holds no finished episode yet")
+        what = (f"only {len(unfinished)} unfinished episode(s)" if unfinished else "no rows" if not every else "nothing")
+        raise RunLogError(f"{run_dir / TURNS_FILE} holds {what}: no finished episode to score yet; run `convcodeworld "
+                          f"evaluate ... --out {run_dir}` (or let the run writing it finish)")
     rows, twins = split_canaries(rows)  # a canary twin's rows count towards its pass rate only
     if not rows:
         raise ValueError(f"{run_dir / TURNS_FILE} holds canary twins' episodes only ({len(twins)} rows): there is "
@@ -255,6 +270,7 @@ def load_report(
         benchmark=str(ids[0]).split("-", 1)[0],
         regressions=regression_shares(rows),
         canaries=canary_rates(twins),
+        unfinished=len(unfinished),
     )
 
 
@@ -269,12 +285,26 @@ def headless_pyplot() -> Any:
 
 
 def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
-    """Pass@1 (%) against turn, one line per combination (colour: EF; line style: verbal feedback)."""
+    """Write :func:`pass_at_turn_figure` to ``path`` (PNG); returns the path."""
+    plt = headless_pyplot()
+    fig = pass_at_turn_figure(report)
+    out = Path(path)
+    try:
+        fig.savefig(out)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def pass_at_turn_figure(report: Report) -> Any:
+    """Pass@1 (%) against turn, one line per combination (colour: EF; line style: verbal feedback), as a matplotlib
+    figure (close it with ``pyplot.close``). The legend sits beside the axes, never over a line; 0% and 100% lie
+    inside the frame; the title names the benchmark, the task set, the task count and the policy."""
     plt = headless_pyplot()
     colours = {"none": "tab:blue", "partial": "tab:orange", "full": "tab:green"}
     styles = {"none": "-", "novice": "--", "expert": ":"}
     markers = {"none": "o", "novice": "s", "expert": "^"}
-    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(11, 5.5), dpi=120)
     turns = list(report.turns)
     count = len(report.scores)
     for i, (name, scores) in enumerate(report.scores.items()):
@@ -288,18 +318,18 @@ def plot_pass_at_turn(report: Report, path: str | os.PathLike[str]) -> Path:
     ax.set_xlabel("Turn (0 = first program, then one rewrite per feedback turn)")
     ax.set_ylabel("Pass@1 (%)")
     ax.set_xticks(turns)
-    ax.set_ylim(0, 100)
+    ax.set_xlim(turns[0] - 0.3, turns[-1] + 0.3)
+    ax.set_ylim(-4, 104)  # a line at 0% or 100% stays off the frame
+    ax.set_yticks(range(0, 101, 20))
     ax.grid(True, alpha=0.3)
-    title = f"{report.benchmark}: Pass@1 per turn — {report.policy}"
+    on = f" on {report.dataset}" if report.dataset else ""
+    title = f"{report.benchmark}{on} ({report.task_count()}): Pass@1 per turn — {report.policy}"
     if report.synthetic:
         title += "\nSYNTHETIC coder: no claim about any model"
     ax.set_title(title, fontsize=11)
-    ax.legend(title="Feedback", loc="lower right", fontsize=9)
+    ax.legend(title="Feedback", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=9)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def write_report(
@@ -308,15 +338,25 @@ def write_report(
 ) -> tuple[Report, dict[str, Path]]:
     """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv``, ``pass_at_turn.png``, ``regressions.csv`` and
     ``canary.csv`` (its header only when the run played no canary twin) into ``out_dir`` (default: the run directory). Returns the report and the paths by role.
-    The keyword options are :func:`load_report`'s."""
+    The keyword options are :func:`load_report`'s.
+
+    Raises:
+        RunFolderError: ``out_dir`` is a file, cannot be written, or holds one of these files that this package did
+            not write (or that changed since it did): nothing is overwritten."""
     report = load_report(run_dir, compensate_init=compensate_init, exclude_init_solved=exclude_init_solved, fill_cf=fill_cf)
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
+    claim(out, REPORT_FILES.values())
     paths = {role: out / name for role, name in REPORT_FILES.items()}
-    paths["markdown"].write_text(report.markdown(), encoding="utf-8")
-    paths["pass_csv"].write_text(_csv(*report.pass_table()), encoding="utf-8")
-    paths["mrr_csv"].write_text(_csv(*report.mrr_table()), encoding="utf-8")
-    paths["regressions_csv"].write_text(_csv(*report.regression_table()), encoding="utf-8")
-    paths["canary_csv"].write_text(_csv(*report.canary_table()), encoding="utf-8")
-    plot_pass_at_turn(report, paths["plot"])
+    try:
+        paths["markdown"].write_text(report.markdown(), encoding="utf-8")
+        paths["pass_csv"].write_text(_csv(*report.pass_table()), encoding="utf-8")
+        paths["mrr_csv"].write_text(_csv(*report.mrr_table()), encoding="utf-8")
+        paths["regressions_csv"].write_text(_csv(*report.regression_table()), encoding="utf-8")
+        paths["canary_csv"].write_text(_csv(*report.canary_table()), encoding="utf-8")
+        plot_pass_at_turn(report, paths["plot"])
+        record_written(out, REPORT_FILES.values())
+    except OSError as exc:
+        raise RunFolderError(f"cannot write the report in {out} ({exc.strerror or exc}); pass --out a folder you can "
+                             "write in") from None
     return report, paths

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import signal
 
+from ..feedback.execution import FEEDBACK_STYLES
 from ..registration import LIVE_IDS
 from ..sandbox import Executor, Limits, SandboxExecutor
 from ..tasks import BIGCODEBENCH_ENV, DEFAULT_DATASET
@@ -44,7 +45,9 @@ def add_serve(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     data.add_argument("--stdlib-only", action="store_true", help="only tasks needing nothing but the standard library")
     data.add_argument("--limit", type=int, default=None, help="first N tasks only")
     data.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0 (default 10)")
-    data.add_argument("--feedback-style", choices=("reference", "rich"), default="reference")
+    data.add_argument("--feedback-style", choices=FEEDBACK_STYLES, default="reference",
+                      help="execution feedback text: reference (the text the paper's models saw), corrected or rich "
+                      "(as for evaluate)")
     data.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto",
                       help="the SNF / SEF ids' simulated user (its key only from $CONVCODEWORLD_SIMULATOR_API_KEY or "
                       "$OPENAI_API_KEY, never from a request)")

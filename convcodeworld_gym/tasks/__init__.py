@@ -96,6 +96,14 @@ class TaskSet(Sequence[Task]):
     def __len__(self) -> int:
         return len(self.tasks)
 
+    def __repr__(self) -> str:
+        """Its name and size, never its tasks (an error that shows a kwarg would print them all).
+
+        >>> TaskSet((), name="empty")
+        TaskSet('empty', 0 tasks)
+        """
+        return f"TaskSet({self.name!r}, {len(self.tasks)} tasks)"
+
     def __iter__(self) -> Iterator[Task]:
         return iter(self.tasks)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import gzip
 import json
 import os
 import socket
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -104,9 +105,9 @@ def _find_bad_json_line(path: Path) -> tuple[int, str] | None:
             if not text.strip():
                 continue
             try:
-                value = json.loads(text)
+                value = json.loads(text.rstrip("\r\n"))
             except json.JSONDecodeError as exc:
-                return number, f"not valid JSON ({exc.msg} at column {exc.colno})"
+                return number, f"not valid JSON ({exc.msg.removesuffix(' starting at')}, column {exc.colno})"
             if not isinstance(value, dict):
                 return number, f"expected a JSON object, got {type(value).__name__}"
     return None
@@ -136,15 +137,46 @@ def _load_task_file_cached(path: str, size: int, mtime_ns: int, source: str) -> 
     import datasets  # heavy import, deferred
 
     builder = _SUFFIXES[Path(path).suffix]
+    if size == 0 or (builder == "json" and _holds_no_line(Path(path))):
+        raise DatasetError(f"task file {path!r} is empty: it holds no task; pass a file with one task per line "
+                           "(the BigCodeBench schema: task_id, instruct_prompt, code_prompt, canonical_solution, test, ...)")
     try:
-        ds = datasets.load_dataset(builder, data_files=path, split="train")
+        with _datasets_quiet(datasets):  # its progress bar and its own error log would come before our one line
+            ds = datasets.load_dataset(builder, data_files=path, split="train")
     except Exception as exc:  # datasets wraps parse errors in several types
         if builder == "json":
             bad = _find_bad_json_line(Path(path))
             if bad is not None:
                 raise MalformedRecordError(path, bad[0], "<record>", bad[1]) from None
-        raise DatasetError(f"could not read task file {path!r} with datasets: {exc}") from exc
+        cause = str(exc) or str(exc.__cause__ or "") or type(exc).__name__
+        raise DatasetError(f"could not read task file {path!r} with datasets ({cause.splitlines()[0]}); check that it "
+                           "is a .jsonl, .json or .parquet file of tasks in the BigCodeBench schema") from exc
     return _records_from_dataset(ds, source=source, path=path)
+
+
+def _holds_no_line(path: Path) -> bool:
+    """Whether a JSON-lines file holds only blank lines (read up to its first line with text)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as fh:  # type: ignore[operator]
+            return not any(line.strip() for line in fh)
+    except (OSError, EOFError):
+        return False  # unreadable: datasets says why
+
+
+@contextlib.contextmanager
+def _datasets_quiet(datasets: Any) -> Iterator[None]:
+    """``datasets`` without its progress bars and with its log at CRITICAL while the block runs (restored after)."""
+    logging_ = datasets.utils.logging
+    bars, level = logging_.is_progress_bar_enabled(), logging_.get_verbosity()
+    logging_.disable_progress_bar()
+    logging_.set_verbosity(logging_.CRITICAL)
+    try:
+        yield
+    finally:
+        logging_.set_verbosity(level)
+        if bars:
+            logging_.enable_progress_bar()
 
 
 def load_bigcodebench(path: str | os.PathLike[str] | None = None) -> tuple[Task, ...]:

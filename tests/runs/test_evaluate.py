@@ -221,3 +221,32 @@ def test_model_without_policy_selects_the_openai_policy(tmp_path, capsys):
     rc = main(["evaluate", "CF", "--dataset", "humaneval", "--limit", "1", "--policy", "synthetic", "--model", "m",
                "--out", str(tmp_path / "bad"), "--no-progress"])
     assert rc == 2 and "--model / --base-url are options of the openai policy" in capsys.readouterr().err
+
+
+def test_a_reply_with_a_lone_surrogate_is_stored_and_sent_on_safely(tmp_path, humaneval, capsys):
+    """A reply carrying a lone surrogate (``\\ud800``, valid JSON): the run goes on, the next request carries the
+    previous code with U+FFFD in its place, and the log stores it so (before: "'utf-8' codec can't encode character"
+    on the next request, every retry, so the run could never finish)."""
+    truth = humaneval["HumanEval/0"].ground_truth
+
+    def script(body):
+        if "Previous code" not in body["messages"][-1]["content"]:
+            return "```python\ndef has_close_elements(numbers, threshold):\n    return '\ud800' == 1\n```"
+        return f"```python\n{truth}\n```"
+
+    out = tmp_path / "run"
+    with ScriptedOpenAIServer(script) as server:
+        rc = main(["evaluate", "CF-EF_full", "--dataset", "humaneval", "--task-ids", "HumanEval/0", "--max-turns", "2",
+                   "--model", "m", "--base-url", server.base_url, "--max-retries", "0", "--out", str(out),
+                   "--no-progress", "--no-report"])
+        requests = server.chat_requests
+    assert rc == 0, capsys.readouterr().err
+    assert len(requests) == 2
+    sent = requests[1]["messages"][-1]["content"]
+    assert "return '\ufffd' == 1" in sent and "\ud800" not in sent
+    rows = read_turns(out)
+    assert [r.turn for r in rows] == [0, 1] and rows[1].passed
+    assert "'\ufffd'" in rows[0].reply and "'\ufffd'" in rows[0].code
+    import datasets
+
+    assert datasets.load_dataset("json", data_files=str(out / TURNS_FILE), split="train").num_rows == 2

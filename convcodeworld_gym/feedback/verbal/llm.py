@@ -26,6 +26,7 @@ import openai
 from ...aio import Call, Plan, run_awaited, run_blocking
 from ...chat import AsyncClients, ChatFailure, Malformed, retry_plan
 from ...errors import SimulatorError
+from ...records import valid_text
 from ..context import TurnContext, Usage, VerbalReply
 from .cache import FeedbackCache, cache_key
 from .leak import leaked_lines, redact
@@ -47,7 +48,7 @@ def _read(response: Any) -> tuple[str, Usage]:
     if not isinstance(content, str) or not content.strip():
         raise Malformed("the reply holds no message text")
     used = getattr(response, "usage", None)
-    return content, Usage(getattr(used, "prompt_tokens", 0) or 0, getattr(used, "completion_tokens", 0) or 0, 1)
+    return valid_text(content), Usage(getattr(used, "prompt_tokens", 0) or 0, getattr(used, "completion_tokens", 0) or 0, 1)
 
 
 class LLMSimulator:
@@ -167,7 +168,7 @@ class LLMSimulator:
             return _read(self._client.chat.completions.create(model=self.model, messages=messages, **self.params))  # type: ignore[arg-type]
 
         async def asend() -> tuple[str, Usage]:
-            return _read(await (await self._async_clients.aget()).chat.completions.create(model=self.model, messages=messages, **self.params))  # type: ignore[arg-type]
+            return _read(await self._async_clients.arun(lambda client: client.chat.completions.create(model=self.model, messages=messages, **self.params)))  # type: ignore[arg-type]
 
         try:
             return (yield from retry_plan(Call(send, asend), lambda seconds: Call(self._sleep, asyncio.sleep, (seconds,)),

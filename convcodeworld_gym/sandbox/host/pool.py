@@ -423,8 +423,8 @@ class SandboxExecutor(Executor):
         self.replaced_workers = 0
         #: Slot cgroups left by sandbox processes that died, removed as this pool started (:func:`sweep_left_slots`).
         self.swept_cgroups = sweep_left_slots(self._launcher) if self._launcher.switches_uid else 0
-        if self.swept_cgroups:
-            _log.warning("removed %d sandbox slot cgroup(s) left by processes that died", self.swept_cgroups)
+        if self.swept_cgroups:  # housekeeping of other, dead processes: no concern of this run's user (info, not warning)
+            _log.info("removed %d sandbox slot cgroup(s) left by processes that died", self.swept_cgroups)
 
     # ----------------------------------------------------------------- public
 
