@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import signal
 
+from ..extract import REASONING_MODES
 from ..registration import LIVE_IDS
 from ..sandbox import Executor, Limits, SandboxExecutor
 from ..tasks import BIGCODEBENCH_ENV, DEFAULT_DATASET
@@ -45,6 +46,9 @@ def add_serve(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     data.add_argument("--limit", type=int, default=None, help="first N tasks only")
     data.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0 (default 10)")
     data.add_argument("--feedback-style", choices=("reference", "rich"), default="reference")
+    data.add_argument("--reasoning", choices=REASONING_MODES, default="strip",
+                      help="how a reasoning model's reply is read: strip (default: its <think> thoughts removed before "
+                      "the code is judged; a thought that never closes has no answer) or keep (as the reference read it)")
     data.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto",
                       help="the SNF / SEF ids' simulated user (its key only from $CONVCODEWORLD_SIMULATOR_API_KEY or "
                       "$OPENAI_API_KEY, never from a request)")
@@ -104,6 +108,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         backend = Backend(args.id, dataset=args.dataset, stdlib_only=args.stdlib_only, limit=args.limit,
                           executor=executor, max_turns=args.max_turns, feedback_style=args.feedback_style,
+                          reasoning=args.reasoning,
                           simulator_kwargs={k: v for k, v in simulator.items() if v is not None}, limits=limits,
                           canary=args.canary or None, canary_seed=args.canary_seed)
     except BaseException:
