@@ -75,8 +75,8 @@ def test_a_reply_is_read_for_its_answer(reply, answer):
     reading = read_reply(reply)
     assert reading.answer == answer
     assert (reading.no_answer is None) == (answer is not None)
-    if answer is not None and "right" in reply:
-        assert extract_code(answer).strip().endswith("right") or "<think>" in answer or "</think>" in answer
+    if answer is not None and "wrong" in reply:  # a draft in a thought: the answer's block is judged
+        assert reply_code(reply) == "right" and "wrong" not in answer
 
 
 def test_a_reply_without_an_answer_says_why_in_one_line():
