@@ -123,13 +123,14 @@ class Reading:
 def read_reply(reply: str, reasoning: ReasoningMode = "strip") -> Reading:
     """The answer of ``reply`` and the thoughts removed from it.
 
-    Under ``"strip"``, a thought is text between ``<think>`` and the ``</think>`` that closes it (tags in any case;
-    a ``<think>`` inside a thought nests, so the thought ends where its tags balance), and every ``</think>`` that no
-    ``<think>`` opened closes a thought that began at the start of the reply, or where the answer text began after
-    the previous thought: a reply can start inside its thought (R1-Distill's templates write ``<think>`` into the
-    prompt). Inside the answer, a tag within a fenced block (an odd number of fences before it) is the code's own
-    text. A thought that never closes leaves the reply without an answer, as does a reply that is thoughts and
-    whitespace. ``"keep"`` reads nothing out: the reply is its own answer. A :class:`Code` action is code, never a
+    Under ``"strip"``, a thought is the text from ``<think>`` to the first ``</think>`` after it (tags in any case; a
+    ``<think>`` inside a thought is its text: the model's tokenizer and vLLM's reasoning parsers end a thought at its
+    first ``</think>``), and every ``</think>`` that no ``<think>`` opened closes a thought that began at the start of
+    the reply, or where the answer text began after the previous thought: a reply can start inside its thought
+    (R1-Distill's templates write ``<think>`` into the prompt), and the text between a thought's first ``</think>`` and
+    a later one (a thought that nested its tags) is thought too. Inside the answer, a tag within a fenced block (an
+    odd number of fences before it) is the code's own text. A thought that never closes leaves the reply without an
+    answer, as does a reply that is thoughts and whitespace. ``"keep"`` reads nothing out: the reply is its own answer. A :class:`Code` action is code, never a
     reply: it is its own answer under either mode.
 
     >>> read_reply("<think>\\n```python\\nwrong\\n```\\n</think>\\n```python\\nright\\n```").answer
@@ -152,28 +153,26 @@ def read_reply(reply: str, reasoning: ReasoningMode = "strip") -> Reading:
                     + [(f.start(), f.end(), "fence") for f in re.finditer(_FENCE, reply)])
     answer: list[str] = []
     thoughts: list[str] = []
-    depth = 1 if tags[0].group(1) else 0  # the first tag closes: the reply starts inside a thought
+    thinking = bool(tags[0].group(1))  # the first tag closes: the reply starts inside a thought
     thought_from = answer_from = 0
     in_code = False  # inside a fenced block of the answer
     for start, end, kind in events:
-        if depth:  # inside a thought every tag counts, fences are its text
-            if kind != "fence":
-                depth += 1 if kind == "open" else -1
-                if not depth:
-                    thoughts.append(reply[thought_from:start])
-                    answer_from = end
+        if thinking:  # a thought ends at its first close; its fences and opening tags are its text
+            if kind == "close":
+                thoughts.append(reply[thought_from:start])
+                thinking, answer_from = False, end
         elif kind == "fence":
             in_code = not in_code
         elif in_code:
             continue  # the answer's code mentions a tag
         elif kind == "open":
             answer.append(reply[answer_from:start])
-            depth, thought_from = 1, end
+            thinking, thought_from = True, end
         else:  # a close no open matched: the answer text so far was a thought
             thoughts.append("".join(answer) + reply[answer_from:start])
             answer, answer_from = [], end
     thought = "\n\n".join(t.strip() for t in thoughts)
-    if depth:
+    if thinking:
         return Reading(None, "\n\n".join(filter(None, (thought, reply[thought_from:].strip()))), UNCLOSED_THOUGHT)
     answer.append(reply[answer_from:])
     text = "".join(answer)

@@ -52,7 +52,9 @@ READINGS = [
     ("<think>\n\n</think>\n\n```python\nright\n```", "\n\n```python\nright\n```"),  # Qwen3 with thinking off
     ("<THINK>```python\nwrong\n```</Think>```python\nright\n```", "```python\nright\n```"),  # the tags in any case
     ("<think>a <think>```python\nwrong\n```</think> b ```python\nwrong\n```</think>```python\nright\n```",
-     "```python\nright\n```"),  # a nested thought ends where its tags balance
+     "```python\nright\n```"),  # nested tags: all of it up to the last close (outside the answer's code) is thought
+    ("<think>I must not print <think> tags.</think>```python\nright\n```", "```python\nright\n```"),  # text in a thought
+    ("<think>a <think>b</think>```python\nright\n```", "```python\nright\n```"),  # the first close ends it
     ("<think>one</think>\n<think>```python\nwrong\n```</think>\n```python\nright\n```", "\n\n```python\nright\n```"),
     ("Sure. <think>```python\nwrong\n```</think> Here: ```python\nright\n```", "Sure.  Here: ```python\nright\n```"),
     ("<think>t</think>```python\ns = '<think>'\n```", "```python\ns = '<think>'\n```"),  # the answer's code mentions a tag
@@ -63,7 +65,6 @@ READINGS = [
     ("x = 1", "x = 1"),
     ("<think>```python\nright\n```", None),  # the thought never closes: no answer
     ("<think>done</think>```python\nright\n```<think>and more", None),  # a later thought never closes
-    ("<think>a <think>b</think>```python\nright\n```", None),  # nested, never balanced
     ("<think>```python\nright\n```</think>", None),  # only a thought
     ("<think>```python\nright\n```</think>\n  \n", None),  # a thought and whitespace
     ("```python\nright\n```</think>", None),  # R1-Distill: all of it was the thought
