@@ -25,8 +25,8 @@ import gymnasium as gym
 from .aio import Call, Plan, run_awaited, run_blocking
 from .combos import DEFAULT_MAX_TURNS, FeedbackConfig
 from .errors import ResetNeeded
-from .extract import build_program, extract_code, judged_program
-from .feedback import NO_SYNTAX_ERRORS, compilation_feedback, execution_feedback
+from .extract import REASONING_MODES, ReasoningMode, build_program, judged_program
+from .feedback import NO_SYNTAX_ERRORS, execution_feedback, reply_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
 from .feedback.execution import (FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, rest_after_stop,
                                  trim_feedback, visible_tests)
@@ -143,6 +143,13 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             for code that does not compile: ``ALL`` and its SyntaxError's text); ``"rich"``:
             source lines and whole tracebacks, a block per timed-out test, no EF for code that
             does not compile (see :mod:`~convcodeworld_gym.feedback.execution`).
+        reasoning: how a reasoning model's reply is read (:func:`~convcodeworld_gym.extract.read_reply`): ``"strip"``
+            (default): the code judged is the answer's: ``<think>...</think>`` thoughts are removed before the code
+            is extracted (also a reply that starts inside its thought and holds only ``</think>``, as R1-Distill
+            writes), so no draft in a thought is ever judged; a reply whose thought never closes, or that is only a
+            thought, has no answer: nothing is compiled or run, the reward is 0.0, and the compilation feedback
+            says so in one line. ``"keep"``: the reply as it is, extracted as the reference extracted it (the
+            first fenced block anywhere, a thought's draft included). ``info["reasoning"]`` says what was read.
         render_mode: ``None`` or ``"ansi"``.
         allow_forgeable: keep the tasks only an in-process judge can judge (where a program can forge
             its verdict; see :mod:`~convcodeworld_gym.sandbox.host.forgeable`), and let the env's own
@@ -208,6 +215,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         simulator_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
         feedback_style: FeedbackStyle = "reference",
+        reasoning: ReasoningMode = "strip",
         render_mode: str | None = None,
         allow_forgeable: bool = False,
         rerun_passed: bool = False,
@@ -218,6 +226,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         if feedback_style not in FEEDBACK_STYLES:
             raise ValueError(f"feedback_style must be one of {FEEDBACK_STYLES}, got {feedback_style!r}")
         self.feedback_style: FeedbackStyle = feedback_style
+        if reasoning not in REASONING_MODES:
+            raise ValueError(f"reasoning must be one of {REASONING_MODES}, got {reasoning!r}")
+        self.reasoning: ReasoningMode = reasoning
         if self.config.verbal == "none" and (verbal_feedback is not None or simulator_kwargs is not None):
             raise ValueError(
                 f"combination {self.config.name} shows no verbal feedback; drop verbal_feedback= / simulator_kwargs="
@@ -332,8 +343,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         """Judge one reply: extract its code, compile it, run it against *all* the task's tests.
 
         Args:
-            action: the model's raw reply (a fenced block is extracted) or bare code. A reply longer
-                than ``max_reply_chars`` is a failed turn that is never compiled or run.
+            action: the model's raw reply (a fenced block is extracted from its answer: under ``reasoning="strip"``
+                its thoughts are removed first) or bare code. A reply longer than ``max_reply_chars`` is a failed
+                turn that is never compiled or run, as is a reply with no answer (its thought never closes).
 
         Returns:
             ``(observation, reward, terminated, truncated, info)``:
@@ -362,7 +374,10 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
               ``verbal_feedback_source`` and ``verbal_feedback_details``; ``episode_end``
               (``"passed"``, ``"max_turns"``, ``"infra_error"`` or None); ``shown_compiles`` and ``actionable`` (would the
               reference's protocol call the model on this feedback, :mod:`~convcodeworld_gym.protocol`);
-              ``untrimmed_execution_feedback``; ``timings`` (:class:`Timings`; never part of equality);
+              ``untrimmed_execution_feedback``; ``reasoning`` (``{"mode", "thought_chars", "answered"}``: the
+              ``reasoning=`` mode, the characters of thought removed from the reply, and whether it had an answer:
+              False when its thought never closed, it was only a thought, or it was rejected for its length);
+              ``timings`` (:class:`Timings`; never part of equality);
               ``retried`` (``{"lost", "lost_s"}`` when the executor lost the run once and its retry on a fresh
               worker gave the verdict, else ``{}``); ``infra_error``: None, or why the infrastructure lost
               the run, also on its retry (a worker, actor or container that died from outside, a sandbox that
@@ -390,6 +405,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         started = time.perf_counter()
         task, turn = self._task, self._turn
 
+        thought_chars, answered = 0, False
         if len(action) > self.max_reply_chars:
             code, compile_ok = "", False
             cf = (
@@ -397,8 +413,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
                 "Nothing was compiled or run."
             )
         else:
-            code = extract_code(action)
-            compile_ok, cf = compilation_feedback(code)
+            # the answer's code is judged, never a thought's; a reply with no answer is not compiled (nor run)
+            code, compile_ok, cf, reading = reply_feedback(action, self.reasoning)
+            thought_chars, answered = len(reading.thought), reading.answer is not None
         compiled_at = time.perf_counter()
 
         program = judged_program(task, code, compile_ok)  # a sample runs whenever its program compiles
@@ -482,6 +499,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "shown_compiles": compile_ok,  # the code in the observation compiled
             "actionable": actionable(self.config, passed=passed, compile_ok=compile_ok, execution_feedback=ef, verbal_feedback=vf),
             "untrimmed_execution_feedback": untrimmed if untrimmed is not None else "",
+            # how the reply was read: its thoughts removed ("strip"), and whether it had an answer to judge
+            "reasoning": {"mode": self.reasoning, "thought_chars": thought_chars, "answered": answered},
             "retried": dict(result.details.get("retried") or {}),  # the run was lost once; its retry gave the verdict
             "infra_error": lost,  # no verdict: the run was lost to the infrastructure, also on its retry
             "timings": Timings(

@@ -40,8 +40,8 @@ import gymnasium as gym
 from .aio import Call, Plan, method_call, run_awaited, run_blocking
 from .combos import FeedbackConfig
 from .errors import ContextOverflow, ResetNeeded
-from .extract import Code, extract_code
-from .feedback.compilation import compilation_feedback
+from .extract import Code, ReasoningMode
+from .feedback.compilation import reply_feedback
 from .feedback.execution import retrim_windows, shows_failure, trim_feedback
 from .observation import make_observation
 
@@ -98,6 +98,7 @@ def reference_turn(
     info: Mapping[str, Any],
     config: FeedbackConfig,
     user_feedback: Callable[[str], Call[str | None]],
+    reasoning: ReasoningMode = "strip",
 ) -> TurnPlay:
     """One turn of the reference protocol after the env showed ``observation`` and ``info``.
 
@@ -110,6 +111,8 @@ def reference_turn(
         user_feedback: the :class:`~.aio.Call` that gets the user's words on a fixed program that compiles,
             shown with the previous program's execution feedback (the env's ``user_feedback_for``); asked
             only for the expert after a compile fix. The turn yields that call and receives the words.
+        reasoning: how a compile fix's reply is read (the env's ``reasoning``): its answer's code is compiled,
+            never a thought's, and a reply with no answer does not compile.
     """
     if not info.get("actionable", True):
         return Code(str(observation["code"]))  # carried over: code, never a reply to extract from
@@ -120,8 +123,7 @@ def reference_turn(
     prompt = make_observation(task, turn, code=str(observation["code"]), compilation_feedback=str(observation["compilation_feedback"]))
     for attempt in range(1, MAX_COMPILE_FIXES + 1):
         reply = yield prompt
-        code = extract_code(reply)
-        compiles, cf = compilation_feedback(code)
+        code, compiles, cf, _ = reply_feedback(reply, reasoning)
         if compiles or attempt == MAX_COMPILE_FIXES:
             break
         prompt = make_observation(task, turn, code=code, compilation_feedback=cf)
@@ -237,7 +239,8 @@ class ReferenceProtocol(gym.Wrapper[dict[str, Any], str, dict[str, Any], str]):
     def _advance(self, obs: dict[str, Any], info: dict[str, Any], turns: list[dict[str, Any]]) -> Plan[tuple[dict[str, Any], float, bool, dict[str, Any]]]:
         """Play carried turns until one needs the model (its first prompt is returned) or the episode ends."""
         while True:
-            play = reference_turn(obs, info, self.config, self._user_feedback)
+            play = reference_turn(obs, info, self.config, self._user_feedback,
+                                  getattr(self.env.unwrapped, "reasoning", "strip"))
             asks, value = yield from self._continue(play, None)
             if not asks:  # nothing to act on: the code is carried over
                 action = value if isinstance(value, str) else str(value)

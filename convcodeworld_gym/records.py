@@ -115,6 +115,10 @@ class TurnRecord:
             share of episodes with one.
         canary: the task is a canary twin (``info["canary"]``, :mod:`~convcodeworld_gym.tasks.canary`): its row
             counts towards the canary pass rate, never towards Pass@1, MRR or Recall.
+        reasoning: the reasoning the endpoint returned apart from the reply of the call whose reply this row judged
+            (``reasoning_content``: :attr:`~convcodeworld_gym.policies.PolicyReply.reasoning`); ``""`` when none. Never
+            judged: ``code`` comes from ``reply`` alone (a thought inside ``reply`` is removed before, under the env's
+            ``reasoning="strip"``).
     """
 
     feedback: str
@@ -140,6 +144,7 @@ class TurnRecord:
     infra_error: str = ""
     regressed_tests: list[str] = field(default_factory=list)
     canary: bool = False
+    reasoning: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,6 +173,7 @@ def turn_record(
     usage: Mapping[str, float] | None = None,
     policy_s: float | None = None,
     model_calls: int = 1,
+    reasoning: str | None = None,
 ) -> TurnRecord:
     """The row for one ``env.step(reply)`` that returned ``obs, reward, info``.
 
@@ -175,7 +181,8 @@ def turn_record(
     keys ``code``, ``compilation_feedback``, ``execution_feedback``, ``verbal_feedback``): a
     static replay's observation is the reference's frozen turn, while its row records the
     evaluated model's own code and the (unshown) feedback on it. ``info["reference_log"]``,
-    when present, fills :attr:`TurnRecord.reference`.
+    when present, fills :attr:`TurnRecord.reference`. ``reasoning``: the reasoning the endpoint returned apart from
+    ``reply`` (kept in the row, never judged).
     """
     texts = {**{k: obs[k] for k in TEXT_KEYS}, **dict(info.get("judged") or {})}
     timings = info.get("timings")
@@ -206,6 +213,7 @@ def turn_record(
         infra_error=str(info.get("infra_error") or ""),
         regressed_tests=[str(name) for name in info.get("regressed_tests") or ()],
         canary=bool(info.get("canary", False)),
+        reasoning=str(reasoning or ""),
     )
 
 

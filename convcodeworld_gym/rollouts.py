@@ -7,8 +7,10 @@ vLLM, SGLang or a hosted API: :class:`~.policies.OpenAIPolicy`) under the refere
 (``PolicyEpisode.aact``) and its own env step (``astep``: the sandbox run in the executor's pool, the simulated
 user through its async client), so a slow model reply or a slow program holds its own episode only; the envs
 share one executor. Each episode gives a :class:`Trajectory`: its log rows (code, feedback, reward per turn),
-every model call (messages, reply, token usage, and the sampled token ids and logprobs where the server
-returned them), and the model-call count.
+every model call (messages, reply, token usage, the sampled token ids and logprobs where the server
+returned them, and the reasoning an endpoint returned apart from the reply), and the model-call count. Only the
+reply is stepped: a separate reasoning field is kept (``ModelCall.reasoning``, the row's ``reasoning``) and never
+judged, and a thought inside the reply is the env's to remove (its ``reasoning=`` option).
 
 An episode the infrastructure lost a run of (``info["infra_error"]``; the env ends it there) is played once more
 from its start; lost again, its trajectory says so (``infra_error``, ``reward`` None): it is no 0, and callers
@@ -81,6 +83,8 @@ class ModelCall:
         usage: its token counts (``prompt_tokens``, ``completion_tokens``, ``total_tokens``).
         latency_s: seconds the call took (a measurement: not part of equality).
         sampled: the sampled token ids and logprobs where the server returned them (vLLM can), else None.
+        reasoning: the reasoning the endpoint returned apart from the reply (``reasoning_content``), kept and never
+            judged; None when it returned none.
     """
 
     turn: int
@@ -89,10 +93,12 @@ class ModelCall:
     usage: Mapping[str, float] = field(default_factory=dict)
     latency_s: float = field(default=0.0, compare=False)
     sampled: SampledTokens | None = None
+    reasoning: str | None = None
 
     @classmethod
     def of(cls, reply: PolicyReply, turn: int) -> ModelCall:
-        return cls(turn, tuple(reply.messages), reply.text, dict(reply.usage), reply.latency_s, reply.sampled)
+        return cls(turn, tuple(reply.messages), reply.text, dict(reply.usage), reply.latency_s, reply.sampled,
+                   reply.reasoning)
 
 
 @dataclass(frozen=True)
@@ -228,6 +234,7 @@ def episode_plan(
                 feedback=feedback, reply=str(turn["action"]), obs=turn["obs"], reward=float(turn["reward"]),
                 info=turn["info"], policy=policy.name, usage=_summed_usage(r.usage for r in made),
                 policy_s=sum(r.latency_s for r in made) if made else None, model_calls=len(made),
+                reasoning=made[-1].reasoning if made else None,  # the call whose reply was judged: kept, not judged
             ))
             calls.extend(ModelCall.of(reply, int(turn["info"]["turn"])) for reply in made)
             if turn["terminated"] or turn["truncated"]:

@@ -77,6 +77,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             ``convcodeworld evaluate`` plays static ids so.
         feedback_style: the style of the (unshown) feedback on the model's own code, logged in
             ``info["judged"]``; the observation shows the reference's logged texts.
+        reasoning: how the model's replies are read, as for :class:`ConvCodeWorldEnv` (``"strip"``: a thought's
+            draft is never judged; ``"keep"``: the reply as it is).
 
     ``reset`` shows the task, the reference's turn-0 code and the feedback on it (``turn`` 1).
     ``step(reply)`` is the evaluated model's turn ``i``: executed, rewarded 1.0 iff all tests
@@ -133,6 +135,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         stop_on_pass: bool = True,
         feedback_style: str = "reference",
         allow_forgeable: bool = False,
+        reasoning: str = "strip",
     ) -> None:
         del verbal_feedback, simulator_kwargs  # static mode shows the logged verbal feedback; nothing is generated
         if log is None:
@@ -154,6 +157,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             max_reply_chars=max_reply_chars,
             feedback_style=feedback_style,  # type: ignore[arg-type]
             allow_forgeable=allow_forgeable,
+            reasoning=reasoning,  # type: ignore[arg-type]
         )
         self._round_judge: ConvCodeWorldEnv | None = None
         self.tasks: TaskSet = self._judge.tasks
@@ -177,6 +181,11 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     @property
     def executor(self) -> Executor:
         return self._judge.executor
+
+    @property
+    def reasoning(self) -> str:
+        """How the model's replies are read (``"strip"`` or ``"keep"``): its judge's."""
+        return self._judge.reasoning
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """Start an episode (task chosen as by the live env: ``task_id``, ``task_index`` or seeded draw)."""
@@ -305,7 +314,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             self._round_judge = ConvCodeWorldEnv(
                 FeedbackConfig(self.config.execution, "none"), dataset=self.tasks, executor=self._judge.executor,
                 max_turns=self.max_turns, max_reply_chars=self._judge.max_reply_chars, feedback_style=self._judge.feedback_style,
-                allow_forgeable=self._judge.allow_forgeable,
+                allow_forgeable=self._judge.allow_forgeable, reasoning=self._judge.reasoning,
             )
         return self._round_judge
 

@@ -23,9 +23,14 @@ beside the reward as ``canary/pass_rate`` (docs/canary.md) and printed per step 
 
 It runs with any Hugging Face causal LM (``--model NAME_OR_PATH``). ``--model tiny-random``
 builds a tiny randomly initialised Llama with a byte-level tokenizer from a config, with
-no download: the smoke mode CI runs on CPU to prove the plumbing.
+no download. ``--smoke`` (the run CI makes on CPU) plays it on the first 4 HumanEval tasks, 2 optimizer steps of
+groups of 4 two-turn episodes, with two places of each group taken by scripted players
+(:mod:`convcodeworld_gym.training.smoke`): a reasoning reply whose thought holds a wrong draft and whose answer is the
+canonical solution (reward 1.0), and a wrong program (0.0). A random model alone never passes, so its rewards, loss
+and grad_norm were all 0; with them each is nonzero, and the program prints each per step. That proves the plumbing
+(rollouts, env rewards, masks, a gradient), not that anything learns to code.
 
-    python training/grpo_trl.py --smoke                      # CPU, tiny random model, 2 steps
+    python training/grpo_trl.py --smoke                      # CPU, tiny random model beside scripted players, 2 steps
     python training/grpo_trl.py --model Qwen/Qwen2.5-Coder-1.5B-Instruct \\
         --dataset bigcodebench --stdlib-only --limit 200 --turns 3 --max-steps 200 --bf16 [--use-vllm] [--canary 0.05]
 
@@ -51,6 +56,7 @@ from convcodeworld_gym.sandbox import SandboxExecutor
 from convcodeworld_gym.tasks import load_tasks
 from convcodeworld_gym.training.flags import add_canary_arguments, add_deprecated_alias, canary_tasks
 from convcodeworld_gym.training.grpo import EpisodeRollout, canary_line, env_reward, grpo_rows, make_rollout_func
+from convcodeworld_gym.training.smoke import smoke_line, smoke_player
 from convcodeworld_gym.training.trl_config import add_trl_arguments, grpo_config
 
 __all__ = ["build_trainer", "build_parser", "program_settings", "smoke_overrides", "main"]
@@ -73,7 +79,8 @@ def program_settings(args: argparse.Namespace) -> dict[str, Any]:
 def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout], None] | None = None) -> Any:
     """A ``GRPOTrainer`` whose rollouts are ConvCodeWorld episodes (:func:`make_rollout_func` over
     :func:`grpo_rows` of the task set, with ``--canary``'s twins in their tasks' places), configured by the shared flags
-    (:func:`grpo_config`)."""
+    (:func:`grpo_config`); in the smoke run (``args.smoke``), scripted players take places 0 and 1 of each group
+    (:func:`~convcodeworld_gym.training.smoke.smoke_player`)."""
     import datasets
     from trl import GRPOTrainer
 
@@ -97,10 +104,12 @@ def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout
     executor = SandboxExecutor()  # one for every env of every batch: its pool queues their runs fairly
 
     def make_env() -> gym.Env:
-        return gym.make(env_id(feedback), dataset=tasks, max_turns=max(args.turns - 1, 0), executor=executor)
+        return gym.make(env_id(feedback), dataset=tasks, max_turns=max(args.turns - 1, 0), executor=executor,
+                        reasoning=args.reasoning)
 
     rollout = make_rollout_func(make_env, rows, turns=args.turns, max_new_tokens=args.max_new_tokens,
-                                max_feedback_chars=args.max_feedback_chars, on_rollout=on_rollout)
+                                max_feedback_chars=args.max_feedback_chars, on_rollout=on_rollout,
+                                scripts=smoke_player if args.smoke else None)
     return GRPOTrainer(model=model, reward_funcs=env_reward, args=config, train_dataset=datasets.Dataset.from_list(rows),
                        processing_class=tokenizer, rollout_func=rollout)
 
@@ -125,10 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def smoke_overrides(args: argparse.Namespace) -> argparse.Namespace:
-    """The CI smoke run: tiny model on CPU, 2 optimizer steps of 2-turn rollouts."""
+    """The CI smoke run: tiny model on CPU, 2 optimizer steps of 2-turn rollouts on HumanEval, in groups of 4 of which
+    scripted players take 2 (``args.smoke``)."""
+    args.smoke = True
     args.model, args.cpu, args.bf16, args.use_vllm = "tiny-random", True, False, False
-    args.limit = args.limit or 4
-    args.num_generations, args.prompts_per_step, args.max_steps = 2, 1, 2
+    args.dataset, args.limit = "humaneval", args.limit or 4
+    args.num_generations, args.prompts_per_step, args.max_steps = 4, 1, 2
     args.turns, args.max_new_tokens, args.max_feedback_chars = 2, 16, 256
     args.learning_rate = 1e-3
     return args
@@ -141,9 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     trainer = build_trainer(args)
     result = trainer.train()
     print(f"finished {trainer.state.global_step} optimizer steps; train loss {result.training_loss:.4f}")
-    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
-    if rewards:
-        print("mean reward per step:", ", ".join(f"{r:.3f}" for r in rewards))
+    steps = [h for h in trainer.state.log_history if "reward" in h]
+    if steps:
+        print("mean reward per step:", ", ".join(f"{h['reward']:.3f}" for h in steps))
+        print("loss per step:", ", ".join(f"{h['loss']:.4g}" for h in steps))
+        print("grad_norm per step:", ", ".join(f"{h['grad_norm']:.4g}" for h in steps))
+    if args.smoke:
+        print(smoke_line(args.num_generations))
     if args.canary:
         print(canary_line(trainer.state.log_history))
     return 0

@@ -6,7 +6,7 @@ feedback the id shows, and the env's reward (1.0 when all tests pass) scores the
 ``training/grpo_trl.py`` plays the paper's chat format instead (feedback as a user turn). docs/training.md compares
 the two.
 
-    python training/grpo_trl_tools.py --smoke        # CPU: a tiny random model (no download), HumanEval, 2 steps
+    python training/grpo_trl_tools.py --smoke        # CPU: a tiny random model beside scripted players, 2 steps
     python training/grpo_trl_tools.py --model Qwen/Qwen3-1.7B --feedback CF-EF_full \\
         --dataset bigcodebench --stdlib-only --limit 200 --max-steps 200 --bf16 --use-vllm   # one GPU
 
@@ -15,8 +15,13 @@ the two.
 :func:`~convcodeworld_gym.training.tools.report_canary` logs their pass rate beside the reward as ``canary/pass_rate``
 (docs/canary.md); it is printed per step at the end.
 
-The smoke run proves the plumbing: the tiny random model rarely writes a well-formed tool call, so its rewards are
-0. tests/training/test_trl_tools.py scripts a tiny model's ``generate`` to call the tool and checks the rewards.
+The smoke run (``--smoke``, CPU, no download) plays the first 2 HumanEval tasks for 2 optimizer steps in groups of 4,
+two places of each group taken by scripted players (:mod:`convcodeworld_gym.training.smoke`: the model's ``generate``
+answers their rows): a reasoning reply whose thought calls the tool with a wrong draft and whose answer calls it with
+the canonical solution (reward 1.0: TRL's response parser leaves the thought's call uncalled), and a call with a wrong
+program (0.0). The tiny random model never writes a well-formed tool call, so alone its rewards, loss and grad_norm
+were all 0; with the scripted players each is nonzero, and the program prints them per step. That proves the plumbing
+(tool calls, the env's reward, a gradient), not that anything learns.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.tasks import load_tasks
 from convcodeworld_gym.training.flags import FEEDBACK_FLAG, add_canary_arguments, add_deprecated_alias, canary_tasks
 from convcodeworld_gym.training.grpo import canary_line
+from convcodeworld_gym.training.smoke import scripted_tool_generate, smoke_line
 from convcodeworld_gym.training.tools import ConvCodeWorldTools, report_canary, tool_rows
 from convcodeworld_gym.training.trl_config import add_trl_arguments, grpo_config
 
@@ -50,17 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def smoke_overrides(args: argparse.Namespace) -> argparse.Namespace:
-    """The CI smoke run: a tiny random tool model on CPU, 2 HumanEval tasks, 2 optimizer steps."""
+    """The CI smoke run: a tiny random tool model on CPU beside scripted players (``args.smoke``), 2 HumanEval tasks,
+    2 optimizer steps of one group of 4."""
+    args.smoke = True
     args.model, args.cpu, args.bf16, args.use_vllm = "tiny-random", True, False, False
     args.dataset, args.limit = "humaneval", 2
-    args.num_generations, args.max_steps, args.max_completion_length = 2, 2, 256
+    args.num_generations, args.max_steps, args.max_completion_length = 4, 2, 3000
     return args
 
 
 def build_trainer(args: argparse.Namespace) -> Any:
     """A ``GRPOTrainer`` whose rollouts are ConvCodeWorld episodes played through :class:`ConvCodeWorldTools`,
     configured by the shared flags (:func:`grpo_config`); with ``--canary``, twins in their tasks' places and
-    :func:`report_canary` among the reward functions."""
+    :func:`report_canary` among the reward functions; in the smoke run (``args.smoke``), the model's ``generate``
+    plays scripted players' tool calls in places 0 and 1 of each group
+    (:func:`~convcodeworld_gym.training.smoke.scripted_tool_generate`)."""
     import datasets
     from trl import GRPOTrainer
 
@@ -71,12 +81,15 @@ def build_trainer(args: argparse.Namespace) -> Any:
         from convcodeworld_gym.testing.tiny_model import tiny_tool_model
 
         model, tokenizer = tiny_tool_model(args.seed)
+        if getattr(args, "smoke", False):
+            model.generate = scripted_tool_generate(model, tokenizer, list(tasks))
     else:
         model, tokenizer = args.model, None  # TRL loads it, and its tokenizer
     config = grpo_config(args, per_device_train_batch_size=args.num_generations,
                          max_completion_length=args.max_completion_length,
                          max_tool_calling_iterations=args.max_turns + 1)
-    factory = functools.partial(ConvCodeWorldTools, env_id(args.feedback), dataset=tasks, max_turns=args.max_turns)
+    factory = functools.partial(ConvCodeWorldTools, env_id(args.feedback), dataset=tasks, max_turns=args.max_turns,
+                                reasoning=args.reasoning)
     return GRPOTrainer(model=model, processing_class=tokenizer, args=config, environment_factory=factory,
                        reward_funcs=[report_canary] if args.canary else None,
                        train_dataset=datasets.Dataset.from_list(tool_rows(tasks)))
@@ -88,9 +101,13 @@ def main(argv: list[str] | None = None) -> None:
         args = smoke_overrides(args)
     trainer = build_trainer(args)
     trainer.train()
-    rewards = [entry["rewards/ConvCodeWorldTools/mean"] for entry in trainer.state.log_history
-               if "rewards/ConvCodeWorldTools/mean" in entry]
+    steps = [entry for entry in trainer.state.log_history if "rewards/ConvCodeWorldTools/mean" in entry]
+    rewards = [entry["rewards/ConvCodeWorldTools/mean"] for entry in steps]
     print(f"{trainer.state.global_step} steps; env reward per step: {rewards}")
+    print("loss per step:", ", ".join(f"{entry['loss']:.4g}" for entry in steps))
+    print("grad_norm per step:", ", ".join(f"{entry['grad_norm']:.4g}" for entry in steps))
+    if args.smoke:
+        print(smoke_line(args.num_generations))
     if args.canary:
         print(canary_line(trainer.state.log_history))
 

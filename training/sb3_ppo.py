@@ -13,7 +13,7 @@ same episode seeds, never used in training) with the learned policy (determinist
 uniformly random choice. Written to ``--out``: ``sb3_ppo.json`` (settings, per-seed means,
 learning curves) and ``sb3_ppo.png`` (learning curve per seed against the random baseline).
 
-    python training/sb3_ppo.py --smoke --out runs/sb3-smoke      # CI: 1 seed, 128 steps
+    python training/sb3_ppo.py --smoke --out runs/sb3-smoke      # CI: 1 seed, 128 steps, 6 evaluation episodes
     python training/sb3_ppo.py --out runs/sb3                    # full: 3 seeds, 3072 steps each
 
 ``--canary SHARE`` (``--canary-seed N``) adds canary twins to the tasks (that share of the set played, as the env's
@@ -176,6 +176,8 @@ def run_seed(args: argparse.Namespace, seed: int, executor: Executor) -> dict[st
         "ppo_episode_rewards": learned,
         "random_episode_rewards": random_choice,
         "training_episodes": len(curve),
+        # the env's reward of the training episodes (Monitor's): what PPO's rollouts earned, shaping left out
+        "training_mean_episode_reward": float(np.mean(env.get_episode_rewards()[:len(curve)])) if curve else None,
         "learning_curve": curve,
         "seconds": round(time.perf_counter() - started, 1),
         "train_seconds": round(train_s, 1),
@@ -206,6 +208,15 @@ def _pooled(per_seed: Sequence[dict[str, Any]]) -> dict[str, Any]:
     twins = sum(c["twins"] for c in per_seed)
     passed = sum(round(c["rate"] * c["twins"]) for c in per_seed if c["twins"])
     return {"rate": passed / twins if twins else None, "twins": twins}
+
+
+def _mean(value: float | None) -> str:
+    """A mean reward as printed: 3 decimals, ``-`` when there was no episode.
+
+    >>> _mean(0.4), _mean(None)
+    ('0.400', '-')
+    """
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _canaries(canary: dict[str, dict[str, Any]]) -> str:
@@ -247,7 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for seed in args.seeds:
             results.append(run_seed(args, seed, executor))
             print(f"seed {seed}: PPO {results[-1]['ppo_mean_episode_reward']:.3f}, random "
-                  f"{results[-1]['random_mean_episode_reward']:.3f} ({results[-1]['seconds']} s)"
+                  f"{results[-1]['random_mean_episode_reward']:.3f} ({results[-1]['seconds']} s); training: "
+                  f"{results[-1]['training_episodes']} episodes, mean reward {_mean(results[-1]['training_mean_episode_reward'])}"
                   + (f"; {_canaries(results[-1]['canary'])}" if args.canary else ""), flush=True)
     ppo = [r["ppo_mean_episode_reward"] for r in results]
     rnd = [r["random_mean_episode_reward"] for r in results]

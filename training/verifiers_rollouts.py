@@ -11,7 +11,10 @@ Install (a Python >= 3.11 venv; verifiers pins openai < 3, so keep it apart from
     pip install -e '.[verifiers]' -e integrations/verifiers
 
 Smoke run (CPU, no model, no network): a scripted OpenAI-compatible server on 127.0.0.1 plays the coder: a wrong
-program at turn 0, the task's canonical solution at turn 1, so every episode's reward is 1.0 after one feedback turn:
+program at turn 0, the task's canonical solution at turn 1, each reply with a thought returned apart from it, as vLLM's
+reasoning parser returns a reasoning model's (``reasoning_content``, holding the wrong program as a draft: never judged),
+so every episode's reward is 1.0 after one feedback turn. It proves the door (vf-eval's rollouts, the env's rewards on
+the traces, the reasoning kept on the trace and never judged); it trains nothing:
 
     python training/verifiers_rollouts.py --smoke
     python training/verifiers_rollouts.py --smoke --tools     # the tool variant: the coder calls submit_program
@@ -25,7 +28,8 @@ A real model on a GPU, served by vLLM (any OpenAI-compatible endpoint works the 
 
 which runs (and prints) ``vf-eval convcodeworld --env.taskset.gym-id ... -m MODEL --client.base-url URL ...``.
 ``--feedback`` takes a combination or its gym id, as every training program's does (``--gym-id``: its deprecated
-spelling).
+spelling). ``--reasoning keep`` reads a reasoning model's replies as the reference did (``--env.taskset.reasoning``;
+default ``strip``: a ``<think>`` thought inside the reply is removed before its code is judged).
 
 The reward-hacking canary (docs/canary.md): ``--canary 0.05 [--canary-seed 0]`` mixes canary twins into the tasks
 (``--env.taskset.canary``; added after the ``--limit`` tasks), whose reward is always 0.0; each trace records the
@@ -51,7 +55,7 @@ from convcodeworld_gym.training.flags import (FEEDBACK_FLAG, add_canary_argument
 
 __all__ = ["vf_eval_command", "canary_flags", "read_episodes", "scripted_coder", "scripted_tool_coder",
            "scripted_fitter_coder", "tool_call_completion", "fenced", "wrong_then_canonical", "wrong_program",
-           "summarise", "build_parser", "main"]
+           "drafted_wrong", "summarise", "build_parser", "main"]
 
 #: The environment variable vf-eval reads the endpoint's key from (``--client.api-key-var``).
 API_KEY_VAR = "OPENAI_API_KEY"
@@ -117,23 +121,39 @@ def wrong_then_canonical(task: Any, turn: int) -> str:
     return wrong_program(task) if turn == 0 else task.ground_truth
 
 
+def drafted_wrong(task: Any, turn: int) -> str:
+    """The smoke coder's thought at every turn, returned apart from its reply (``reasoning_content``): a draft that is
+    :func:`wrong_program`, which the env never judges."""
+    return f"A first draft:\n{fenced(wrong_program(task))}\nNo, that is not what the task asks."
+
+
 def fenced(program: str) -> str:
     """The scripted coder's reply carrying ``program``: the program in one ```python block."""
     return f"```python\n{program.rstrip()}\n```"
 
 
-def scripted_coder(tasks: Sequence[Any], program: Callable[[Any, int], str]) -> Callable[[dict[str, Any]], str]:
+def scripted_coder(tasks: Sequence[Any], program: Callable[[Any, int], str],
+                   thought: Callable[[Any, int], str] | None = None) -> Callable[[dict[str, Any]], Any]:
     """A script for :class:`~convcodeworld_gym.testing.ScriptedOpenAIServer` that plays the coder of every episode
     at once: a request's task is the one whose turn-0 prompt is its first user message, its turn the number of
-    assistant messages before it; the answer is ``fenced(program(task, turn))``.
+    assistant messages before it; the answer is ``fenced(program(task, turn))``, with ``thought(task, turn)`` returned
+    apart from it (the message's ``reasoning_content``, as vLLM's reasoning parser returns a reasoning model's) when
+    ``thought`` is given.
 
     Raises:
         KeyError: a request whose first user message is no task's turn-0 prompt.
     """
-    return _by_task(tasks, lambda task, messages: fenced(program(task, sum(m["role"] == "assistant" for m in messages))))
+    from convcodeworld_gym.testing import Reply
+
+    def answer(task: Any, messages: Sequence[dict[str, Any]]) -> Any:
+        turn = sum(m["role"] == "assistant" for m in messages)
+        reply = fenced(program(task, turn))
+        return reply if thought is None else Reply(reply, reasoning=thought(task, turn))
+
+    return _by_task(tasks, answer)
 
 
-def _by_task(tasks: Sequence[Any], reply: Callable[[Any, Sequence[dict[str, Any]]], str]) -> Callable[[dict[str, Any]], str]:
+def _by_task(tasks: Sequence[Any], reply: Callable[[Any, Sequence[dict[str, Any]]], Any]) -> Callable[[dict[str, Any]], Any]:
     """A script that answers a request with ``reply(task, messages)``, its task the one whose turn-0 prompt is the
     request's first user message. A task and its canary twin share a prompt: either is given, and both have the same
     code prompt and canonical solution."""
@@ -141,7 +161,7 @@ def _by_task(tasks: Sequence[Any], reply: Callable[[Any, Sequence[dict[str, Any]
 
     by_prompt = {initial_prompt(task.prompt): task for task in tasks}
 
-    def answer(body: dict[str, Any]) -> str:
+    def answer(body: dict[str, Any]) -> Any:
         messages = body["messages"]
         return reply(by_prompt[next(m["content"] for m in messages if m["role"] == "user")], messages)
 
@@ -248,12 +268,16 @@ def _flag(value: float | None) -> bool | None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true",
-                   help="CPU, no model: a scripted server plays wrong-then-canonical on 5 HumanEval tasks, 1 feedback turn")
+                   help="CPU, no model: a scripted server plays wrong-then-canonical on 5 HumanEval tasks, 1 feedback "
+                        "turn, each reply with a wrong draft as its separate reasoning (never judged)")
     add_feedback_argument(p)
     add_deprecated_alias(p, "--gym-id", FEEDBACK_FLAG)
     p.add_argument("--dataset", default="bigcodebench", help="bigcodebench, humaneval or a task-file path")
     p.add_argument("--limit", type=int, default=100, help="tasks (the first ones of the set)")
     p.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0")
+    p.add_argument("--reasoning", choices=("strip", "keep"), default="strip",
+                   help="how the env reads a reasoning model's reply (--env.taskset.reasoning): strip (default) removes "
+                        "its <think> thoughts before the code is judged; keep reads it as the reference did")
     p.add_argument("--tools", action="store_true",
                    help="the tool variant: the coder submits programs by calling submit_program, the feedback is the "
                         "tool's result (--env.taskset.tools true)")
@@ -277,14 +301,16 @@ def _run(cmd: list[str], env: dict[str, str], log: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = Path(args.out)
-    tools_flag = (["--env.taskset.tools", "true"] if args.tools else []) + canary_flags(args.canary, args.canary_seed)
+    tools_flag = ((["--env.taskset.tools", "true"] if args.tools else []) + canary_flags(args.canary, args.canary_seed)
+                  + (["--env.taskset.reasoning", args.reasoning] if args.reasoning != "strip" else []))
     if args.smoke:
         from convcodeworld_gym.tasks import load_tasks
         from convcodeworld_gym.testing import ScriptedOpenAIServer
 
         args.dataset, args.limit, args.max_turns = "humaneval", 5, 1
         tasks = load_tasks(args.dataset).subset(limit=args.limit)
-        coder = (scripted_tool_coder if args.tools else scripted_coder)(tasks, wrong_then_canonical)
+        coder = (scripted_tool_coder(tasks, wrong_then_canonical) if args.tools
+                 else scripted_coder(tasks, wrong_then_canonical, drafted_wrong))
         with ScriptedOpenAIServer(coder) as server:
             cmd = vf_eval_command(gym_id=env_id(args.feedback), dataset=args.dataset, limit=args.limit, max_turns=args.max_turns,
                                   model="scripted", base_url=server.base_url, out=out, run_name=args.run_name,

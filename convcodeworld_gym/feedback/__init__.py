@@ -4,7 +4,7 @@
 Verbal feedback (the novice / expert simulators) lives in :mod:`.verbal`.
 """
 
-from .compilation import COMPILE_FILENAME, NO_SYNTAX_ERRORS, compilation_feedback, compiled
+from .compilation import COMPILE_FILENAME, NO_SYNTAX_ERRORS, ReplyFeedback, compilation_feedback, compiled, reply_feedback
 from .execution import (
     FEEDBACK_STYLES,
     PARTIAL_TEST_COUNT,
@@ -22,6 +22,8 @@ __all__ = [
     "NO_SYNTAX_ERRORS",
     "COMPILE_FILENAME",
     "compilation_feedback",
+    "ReplyFeedback",
+    "reply_feedback",
     "compiled",
     "PASSED_ALL_TEST_RUNS",
     "PARTIAL_TEST_COUNT",

@@ -52,6 +52,9 @@ class PolicyReply:
         latency_s: seconds the policy took (a measurement).
         messages: the chat messages the model was sent for this reply (``()`` for offline policies).
         sampled: the tokens the model sampled, when its server returned them; else None.
+        reasoning: the reasoning the endpoint returned apart from the reply (``reasoning_content`` of vLLM's reasoning
+            parser and compatible APIs, ``reasoning`` as some servers name it); None when it returned none. It is
+            kept (logged) and never judged: the env judges ``text`` alone.
     """
 
     text: str
@@ -59,6 +62,7 @@ class PolicyReply:
     latency_s: float = 0.0
     messages: tuple[Mapping[str, str], ...] = ()
     sampled: SampledTokens | None = None
+    reasoning: str | None = None
 
 
 class PolicyEpisode(abc.ABC):

@@ -7,6 +7,8 @@ Holds:
     OpenAIPolicy   chat model as a policy; prompts from :mod:`.prompts`
     user_prompt    this turn's user message for an observation
     sampled_tokens the sampled token ids and logprobs of a reply, as its server reported them
+    separate_reasoning  the reasoning an endpoint returned apart from a reply (``reasoning_content``, ``reasoning``)
+    REASONING_FIELDS    the names of those fields
     LLMError       an endpoint failed for good (after retries, or at once on a client error)
     LLMContextOverflow  the endpoint rejected the prompt as longer than the model's context
     RETRYABLE_STATUS  HTTP statuses retried with backoff (from :mod:`..chat`, the one retry loop)
@@ -30,7 +32,13 @@ from ..tasks import Task
 from .base import Policy, PolicyEpisode, PolicyReply, SampledTokens
 from .prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
 
-__all__ = ["OpenAIPolicy", "LLMError", "LLMContextOverflow", "RETRYABLE_STATUS", "user_prompt", "sampled_tokens"]
+__all__ = ["OpenAIPolicy", "LLMError", "LLMContextOverflow", "RETRYABLE_STATUS", "user_prompt", "sampled_tokens",
+           "separate_reasoning", "REASONING_FIELDS"]
+
+#: The message fields an endpoint returns a reasoning model's thought in, apart from its reply: vLLM's reasoning
+#: parser and the APIs compatible with it (DeepSeek, SGLang, ...) say ``reasoning_content``; some servers (Ollama,
+#: OpenRouter, vLLM's newer releases) say ``reasoning``.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 _log = logging.getLogger(__name__)
 
@@ -98,6 +106,11 @@ class OpenAIPolicy(Policy):
         return_token_ids: ask a vLLM server for the sampled token ids and the prompt's (``return_token_ids``,
             a vLLM extension other servers may refuse); replies carry them in ``PolicyReply.sampled``, so that a
             trainer trains on exactly what was sampled.
+
+    A reasoning model's thought that the endpoint returns apart from the reply (``reasoning_content``, or
+    ``reasoning``: :data:`REASONING_FIELDS`) is kept in ``PolicyReply.reasoning``, never in ``PolicyReply.text``: the
+    env judges the reply alone, and the rollout driver logs the reasoning beside it. A conversation with ``history``
+    carries the replies without it (as vLLM asks of its reasoning models).
 
     Every reply carries the messages sent (``PolicyReply.messages``). ``await episode.aact(obs)`` sends the same
     request through an ``openai.AsyncOpenAI`` client of the running event loop; ``await policy.aclose()`` closes it.
@@ -201,7 +214,7 @@ class OpenAIPolicy(Policy):
         )
         choice = response.choices[0]
         return PolicyReply(valid_text(choice.message.content or ""), counts, latency, tuple(dict(m) for m in messages),
-                           sampled_tokens(response, choice))
+                           sampled_tokens(response, choice), _valid_or_none(separate_reasoning(choice.message)))
 
     def sample(self, messages: list[dict[str, str]], n: int, seed: int | None = None) -> list[str]:
         """The texts of all choices of one request for ``n`` samples (``seed`` sent when given).
@@ -283,6 +296,29 @@ def sampled_tokens(response: Any, choice: Any) -> SampledTokens | None:
         return None
     return SampledTokens(token_ids=tuple(int(i) for i in ids) if ids is not None else None, logprobs=logprobs,
                          tokens=tokens, prompt_token_ids=tuple(int(i) for i in prompt_ids) if prompt_ids is not None else None)
+
+
+def _valid_or_none(text: str | None) -> str | None:
+    return None if text is None else valid_text(text)
+
+
+def separate_reasoning(message: Any) -> str | None:
+    """The reasoning ``message`` (a chat completion's message, as the ``openai`` client parsed it) carries apart from
+    its content, under one of :data:`REASONING_FIELDS` (the first that holds text); None when it carries none.
+
+    >>> from openai.types.chat import ChatCompletionMessage
+    >>> separate_reasoning(ChatCompletionMessage.model_validate(
+    ...     {"role": "assistant", "content": "x = 1", "reasoning_content": "Let me think."}))
+    'Let me think.'
+    >>> separate_reasoning(ChatCompletionMessage(role="assistant", content="x = 1")) is None
+    True
+    """
+    extra = getattr(message, "model_extra", None) or {}
+    for name in REASONING_FIELDS:
+        value = extra.get(name, getattr(message, name, None))
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _hint(status: int) -> str:

@@ -28,6 +28,7 @@ import gymnasium as gym
 from ..combos import FeedbackConfig
 from ..env import ConvCodeWorldEnv
 from ..errors import ServerLimitError
+from ..extract import REASONING_MODES
 from ..registration import LIVE_IDS, env_id
 from ..sandbox import Executor
 from ..tasks import DatasetSpec, TaskSet
@@ -91,6 +92,8 @@ class Backend:
         ids: the ids the server plays (default: the 9 live ids).
         max_turns: feedback turns after turn 0 of every episode.
         feedback_style: the envs' execution feedback text (``"reference"`` or ``"rich"``).
+        reasoning: how the envs read a reasoning model's reply (``"strip"``: its thoughts removed before the code is
+            judged; ``"keep"``: as the reference did; the env's ``reasoning=``).
         simulator_kwargs: how SNF / SEF envs build their simulated user (``backend``, ``model``, ``base_url``);
             its key comes from the environment, never from here.
         limits: the limits of every session.
@@ -115,6 +118,7 @@ class Backend:
         ids: Sequence[str] = LIVE_IDS,
         max_turns: int = 10,
         feedback_style: str = "reference",
+        reasoning: str = "strip",
         simulator_kwargs: Mapping[str, Any] | None = None,
         limits: ServerLimits = ServerLimits(),
         canary: CanarySpec = None,
@@ -128,6 +132,9 @@ class Backend:
         self.executor, self.owns_executor = executor, owns_executor
         self.dataset, self.stdlib_only, self.limit = dataset, stdlib_only, limit
         self.max_turns, self.feedback_style = max_turns, feedback_style
+        if reasoning not in REASONING_MODES:
+            raise ValueError(f"reasoning must be one of {REASONING_MODES}, got {reasoning!r}")
+        self.reasoning = reasoning
         self.simulator_kwargs = dict(simulator_kwargs or {})
         self.limits = limits
         self.canary, self.canary_seed = canary, canary_seed
@@ -158,7 +165,8 @@ class Backend:
         """A fresh env of ``name`` (see :meth:`env_id_of`) on the shared executor and task set; blocks. Give it
         back with :meth:`release`."""
         full = self.env_id_of(name)
-        kwargs: dict[str, Any] = {"executor": self.executor, "max_turns": self.max_turns, "feedback_style": self.feedback_style}
+        kwargs: dict[str, Any] = {"executor": self.executor, "max_turns": self.max_turns, "feedback_style": self.feedback_style,
+                                  "reasoning": self.reasoning}
         if FeedbackConfig.parse(gym.registry[full].kwargs["feedback"]).verbal != "none":  # SNF / SEF
             kwargs["simulator_kwargs"] = dict(self.simulator_kwargs)
         with self._lock:
@@ -215,6 +223,7 @@ class Backend:
             "tasks": None if tasks is None else {"name": tasks.name, "count": len(tasks)},
             "max_turns": self.max_turns,
             "feedback_style": self.feedback_style,
+            "reasoning": self.reasoning,
             "canary": _describe_canary(self.canary, self.canary_seed),
             "limits": {
                 "max_sessions": self.limits.max_sessions,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import signal
 
+from ..extract import REASONING_MODES
 from ..feedback.execution import FEEDBACK_STYLES
 from ..registration import LIVE_IDS
 from ..sandbox import Executor, Limits, SandboxExecutor
@@ -48,6 +49,9 @@ def add_serve(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     data.add_argument("--feedback-style", choices=FEEDBACK_STYLES, default="reference",
                       help="execution feedback text: reference (the text the paper's models saw), corrected or rich "
                       "(as for evaluate)")
+    data.add_argument("--reasoning", choices=REASONING_MODES, default="strip",
+                      help="how a reasoning model's reply is read: strip (default: its <think> thoughts removed before "
+                      "the code is judged; a thought that never closes has no answer) or keep (as the reference read it)")
     data.add_argument("--simulator", choices=("auto", "offline", "llm"), default="auto",
                       help="the SNF / SEF ids' simulated user (its key only from $CONVCODEWORLD_SIMULATOR_API_KEY or "
                       "$OPENAI_API_KEY, never from a request)")
@@ -107,6 +111,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         backend = Backend(args.id, dataset=args.dataset, stdlib_only=args.stdlib_only, limit=args.limit,
                           executor=executor, max_turns=args.max_turns, feedback_style=args.feedback_style,
+                          reasoning=args.reasoning,
                           simulator_kwargs={k: v for k, v in simulator.items() if v is not None}, limits=limits,
                           canary=args.canary or None, canary_seed=args.canary_seed)
     except BaseException:

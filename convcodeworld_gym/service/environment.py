@@ -10,7 +10,9 @@ default: the server's id), and ``task_id`` or ``task_index`` (default: a task dr
 refused, by name: a client chooses the episode, never the server's executor, endpoint or key. ``step`` takes a
 :class:`~.models.CodeAction`. An episode ends when its program passes, after its last turn, when the infrastructure
 lost its run (``metadata["info"]["infra_error"]``, reward ``None``) or when it runs past ``max_episode_s``; a step
-after that is refused until the next ``reset``. Each episode that ends with a verdict (or that the infrastructure
+after that is refused until the next ``reset``. The env judges the action's ``reply`` alone (its thoughts removed
+under the server's ``--reasoning``); a thought sent apart (``reasoning``) is never judged, and comes back in the
+step's ``metadata["reasoning"]``. Each episode that ends with a verdict (or that the infrastructure
 lost) is counted in the backend's tally (:mod:`.tally`: reward, canary pass rate, regressions; ``GET /episodes``).
 
 An error reaches the client as ``"<kind>: <message>"`` (``"UnknownTaskError: ..."``, ``"ResetNeeded: ..."``,
@@ -159,7 +161,10 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
             self.backend.tally.record(self._state.env_id, reward=None if lost else float(reward),
                                       canary=bool(info.get("canary")), passed=bool(info.get("passed")),
                                       regressed=self._regressed)
-        return self._observation(obs, None if lost else float(reward), bool(terminated), bool(truncated), info)
+        observation = self._observation(obs, None if lost else float(reward), bool(terminated), bool(truncated), info)
+        if action.reasoning is not None:  # kept with the step, never judged: the env saw the reply alone
+            observation.metadata["reasoning"] = action.reasoning
+        return observation
 
     # ------------------------------------------------------------------ state
 

@@ -1,8 +1,10 @@
 """The episode server's wire types: OpenEnv's Action, Observation and State for ConvCodeWorld.
 
-* :class:`CodeAction`: the model's reply (a fenced block is extracted, as ``env.step`` does) or bare code; its one
-  required field is ``reply``, so a consumer that sends the model's raw text for a one-field action (verifiers'
-  ``openenv`` taskset) sends it.
+* :class:`CodeAction`: the model's reply (a fenced block is extracted, as ``env.step`` does, from its answer: a
+  ``<think>`` thought is removed first under the server's ``--reasoning strip``) or bare code; its one required field
+  is ``reply``, so a consumer that sends the model's raw text for a one-field action (verifiers' ``openenv`` taskset)
+  sends it. ``reasoning`` (or ``reasoning_content``, as an endpoint names it) carries a thought the endpoint returned
+  apart from the reply: never judged, it comes back in the step's ``metadata["reasoning"]``.
 * :class:`FeedbackObservation`: the env's observation (the task, the code judged, the compilation, execution and
   verbal feedback shown, the turn), ``done`` and ``reward``; ``metadata`` carries ``terminated``, ``truncated`` and
   ``info`` (the step's ``info`` as JSON, :func:`info_to_json`). The reward of a step the infrastructure lost
@@ -27,7 +29,7 @@ from . import require_openenv
 require_openenv()
 
 from openenv.core.env_server.types import Action, Observation, State  # noqa: E402
-from pydantic import Field  # noqa: E402
+from pydantic import AliasChoices, Field  # noqa: E402
 
 __all__ = ["CodeAction", "FeedbackObservation", "EpisodeState", "info_to_json"]
 
@@ -35,13 +37,18 @@ __all__ = ["CodeAction", "FeedbackObservation", "EpisodeState", "info_to_json"]
 class CodeAction(Action):
     """One turn's submission: the model's raw reply (its first fenced block is the program) or bare code."""
 
-    reply: str = Field(description="the model's reply (the first ```python block is the program) or bare code")
+    reply: str = Field(description="the model's reply (the first ```python block of its answer is the program) or bare code")
+    reasoning: str | None = Field(
+        default=None, validation_alias=AliasChoices("reasoning", "reasoning_content"),
+        description="the thought an endpoint returned apart from the reply (reasoning_content): never judged, sent back "
+                    "in the step's metadata['reasoning']")
 
 
 class FeedbackObservation(Observation):
     """What the env shows after ``reset`` or a step (the fields of ``ConvCodeWorldEnv``'s observation), with
     ``done``, ``reward`` (``None`` at reset and on a step whose run the infrastructure lost) and ``metadata``
-    (``terminated``, ``truncated``, ``info``)."""
+    (``terminated``, ``truncated``, ``info``; and ``reasoning``, the thought the step's action carried apart from its
+    reply, when it carried one)."""
 
     task: str = Field(default="", description="the task's instruction")
     code: str = Field(default="", description="the code judged this step ('' at reset)")

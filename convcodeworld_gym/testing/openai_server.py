@@ -18,6 +18,16 @@ bodies, in a scripted order or from a function of the request.
 >>> server.requests[0]["body"]["messages"][0]["content"]
 'hi'
 
+A reply can carry a reasoning model's thought apart from its content, as vLLM's reasoning parser returns it
+(``Reply(content, reasoning="...")``: the message's ``reasoning_content``, or ``reasoning`` with
+``reasoning_field="reasoning"``), and a content of None (a thought that ran out of tokens):
+
+>>> with ScriptedOpenAIServer([Reply("x = 1", reasoning="Let me think.")]) as server:
+...     client = openai.OpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
+...     message = client.chat.completions.create(model="m", messages=[]).choices[0].message
+>>> message.content, message.model_extra["reasoning_content"]
+('x = 1', 'Let me think.')
+
 Asked for ``logprobs`` it answers each choice's tokens with their logprobs, and asked for ``return_token_ids`` (vLLM's
 extension) the token ids of each choice and of the prompt, from a fake tokenizer (:func:`fake_tokens`: 4 characters
 a token, ids from a hash), so that clients of servers that return sampled tokens can be tested."""
@@ -41,18 +51,24 @@ class Reply:
     """One scripted answer.
 
     Attributes:
-        content: the assistant message (for every choice when ``n > 1`` unless ``choices`` is set).
+        content: the assistant message (for every choice when ``n > 1`` unless ``choices`` is set); None sends a
+            null content (a reasoning model whose thought ran out of tokens, as vLLM returns it).
         choices: distinct contents for ``n`` choices.
         status: HTTP status; non-200 statuses send an OpenAI-style error body.
         delay_s: seconds to wait before answering (to provoke client timeouts).
         raw_body: bytes sent as-is with status ``status`` (malformed bodies).
+        reasoning: a reasoning model's thought, sent apart from the content in every choice's message, under
+            ``reasoning_field`` (vLLM's reasoning parser: ``reasoning_content``; some servers: ``reasoning``); None:
+            no such field.
     """
 
-    content: str = ""
+    content: str | None = ""
     choices: tuple[str, ...] | None = None
     status: int = 200
     delay_s: float = 0.0
     raw_body: bytes | None = None
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
 
 
 Script = Union[Iterable[Union[str, Reply]], Callable[[dict[str, Any]], Union[str, Reply]]]
@@ -150,10 +166,12 @@ def fake_logprob(token: str) -> float:
     return -(fake_token_id(token) % 1000) / 1000
 
 
-def _choice(index: int, content: str, body: dict[str, Any]) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": index, "message": {"role": "assistant", "content": content}, "finish_reason": "stop",
-                              "logprobs": None}
-    tokens = fake_tokens(content)
+def _choice(index: int, content: str | None, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reply.reasoning is not None:
+        message[reply.reasoning_field] = reply.reasoning
+    choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": "stop", "logprobs": None}
+    tokens = fake_tokens((reply.reasoning or "") + (content or ""))
     if body.get("logprobs"):
         choice["logprobs"] = {"content": [{"token": t, "logprob": fake_logprob(t), "bytes": list(t.encode()), "top_logprobs": []}
                                           for t in tokens]}
@@ -166,14 +184,14 @@ def _completion_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     n = int(body.get("n") or 1)
     contents = list(reply.choices) if reply.choices is not None else [reply.content] * n
     prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
-    completion_tokens = sum(max(1, len(c) // 4) for c in contents)
+    completion_tokens = sum(max(1, len((reply.reasoning or "") + (c or "")) // 4) for c in contents)
     prompt_tokens = max(1, prompt_chars // 4)
     answer: dict[str, Any] = {
         "id": f"chatcmpl-scripted-{time.monotonic_ns()}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "scripted"),
-        "choices": [_choice(i, c, body) for i, c in enumerate(contents)],
+        "choices": [_choice(i, c, body, reply) for i, c in enumerate(contents)],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
     }
     if body.get("return_token_ids"):  # vLLM: the prompt's ids at the top level

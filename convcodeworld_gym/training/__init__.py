@@ -7,6 +7,7 @@ Modules:
     shared      what the doors share in a process: one sandbox executor per runtime, task sets loaded once
     choice      the candidate-choice env: the policy picks one of K candidate programs per turn
     candidates  the K candidates of a turn: synthetic mutations or LLM samples
+    smoke       the TRL programs' smoke runs: scripted players beside the tiny random model, for a learning signal
 """
 
 __all__: list[str] = []

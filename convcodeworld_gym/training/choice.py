@@ -19,8 +19,8 @@ import numpy as np
 from gymnasium import spaces
 
 from ..errors import InfrastructureError
-from ..extract import extract_code
-from ..feedback import compilation_feedback
+from ..extract import ReasoningMode
+from ..feedback import reply_feedback
 from ..observation import FEEDBACK_KEYS
 from ..tasks import Task
 
@@ -95,11 +95,12 @@ class FeedbackFeatures:
         return np.concatenate([np.asarray(head + errors + [other] + shown, np.float32), hashed_tokens(text, self.hash_dim)])
 
 
-def candidate_features(reply: str, previous_code: str, hash_dim: int = 16) -> np.ndarray:
+def candidate_features(reply: str, previous_code: str, hash_dim: int = 16,
+                       reasoning: ReasoningMode = "strip") -> np.ndarray:
     """Features of one candidate: compiles, size of its change to ``previous_code`` (lines
-    added / removed, line-level similarity), relative length, and hashed tokens of the change."""
-    code = extract_code(reply)
-    ok, _ = compilation_feedback(code)
+    added / removed, line-level similarity), relative length, and hashed tokens of the change. The code is the
+    one the env judges (its answer's, read with the env's ``reasoning``): a thought's draft is no feature."""
+    code, ok, _, _ = reply_feedback(reply, reasoning)
     old_lines, new_lines = previous_code.splitlines(), code.splitlines()
     added, removed = [], []
     for line in difflib.ndiff(old_lines, new_lines):
@@ -203,7 +204,8 @@ class CandidateChoiceEnv(gym.Wrapper[np.ndarray, int, dict[str, Any], str]):
             raise ValueError(f"candidate source returned {len(proposed)} candidates, expected k={self.k}")
         self._candidates = list(proposed)
         parts = [self.features(obs, info)]
-        parts += [candidate_features(c, self._previous_code, self.candidate_hash_dim) for c in self._candidates]
+        reasoning = getattr(self.env.unwrapped, "reasoning", "strip")
+        parts += [candidate_features(c, self._previous_code, self.candidate_hash_dim, reasoning) for c in self._candidates]
         info = dict(info)
         info["candidates"] = list(self._candidates)
         return np.concatenate(parts).astype(np.float32), info

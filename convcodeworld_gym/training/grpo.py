@@ -17,6 +17,12 @@ the same: TRL (1.16) hands ``rollout_func`` only the rows' ``prompt`` values (un
 the reward functions), so :func:`make_rollout_func` is given the rows and finds each prompt's row. Any prompt
 template works, and the model's first turn is the row's prompt as written.
 
+Scripted players can play some episodes of a batch beside the model (``make_rollout_func(..., scripts=...)``): the
+smoke runs use them (:mod:`.smoke`) so that a tiny random model's batch holds a passing program and a failing one,
+and the loss has a reward to learn from. A scripted reply's tokens are the reply's encoding, trained on as the model's
+are (mask 1), with a sampling logprob of 0.0: nothing sampled them (TRL reads the rollout's logprobs only to correct
+vLLM's sampling).
+
 Importing this module imports neither TRL nor torch (the generation functions import torch when called).
 
 Holds:
@@ -30,7 +36,10 @@ Holds:
     vllm_generate_batch the same through TRL's vLLM generation
     GenerateBatch       the type of those two: token ids of a batch's prompts in, completions with logprobs out
     BatchedGeneration   one generation call for all live episodes of a batch
-    TokenPolicy         the trained model as a policy of the rollout driver, turn by turn in tokens
+    ScriptedPlayer      a scripted player's replies in one episode: turn observation -> reply
+    Scripts             which episodes scripted players play: (task, its place in its group) -> a player, or None
+    TokenPolicy         the trained model as a policy of the rollout driver, turn by turn in tokens (beside scripted
+                        players, where given)
     episode_rollout     a trajectory's token record
     make_rollout_func   the ``rollout_func`` TRL calls
     env_reward          the reward function that reads the env's episode reward
@@ -68,6 +77,8 @@ __all__ = [
     "hf_generate_batch",
     "vllm_generate_batch",
     "BatchedGeneration",
+    "ScriptedPlayer",
+    "Scripts",
     "TokenPolicy",
     "episode_rollout",
     "make_rollout_func",
@@ -160,6 +171,7 @@ class EpisodeRollout:
     reward: float = 0.0
     turns: int = 0
     infra_error: str | None = None  # the infrastructure lost a run of it: no reward (the env ended it there)
+    scripted: bool = False  # a scripted player wrote its replies, not the model (make_rollout_func's scripts)
 
     def add(self, ids: Sequence[int], logprobs: Sequence[float] | None, from_model: bool) -> None:
         self.completion_ids.extend(ids)
@@ -197,6 +209,11 @@ class ConversationCodec:
             messages = [{k: v for k, v in m.items() if v is not None} for m in prompt]
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         return messages, list(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+
+    def reply_ids(self, reply: str) -> list[int]:
+        """The ids of ``reply`` as the model would have generated it: its encoding, then the end-of-sequence token
+        (a scripted player's reply, :class:`TokenPolicy`)."""
+        return self._encode(reply) + [self.tokenizer.eos_token_id]
 
     def feedback(self, messages: list[dict[str, Any]], reply: str, text: str) -> list[int]:
         """Ids of the feedback segment that follows the model's ``reply``; updates ``messages``."""
@@ -287,6 +304,12 @@ class BatchedGeneration:
         self._unstarted = max(0, self._unstarted - 1)
         self._live += 1
 
+    def apart(self) -> None:
+        """An episode of the batch starts that the model does not play (a scripted player's): no call waits for it."""
+        self._unstarted = max(0, self._unstarted - 1)
+        if self._waiting:
+            self._flush_when_ready()
+
     def leave(self) -> None:
         """An episode is over: the others no longer wait for it."""
         self._live -= 1
@@ -321,6 +344,13 @@ class BatchedGeneration:
             self._flush_when_ready()
 
 
+#: A scripted player's replies in one episode: the observation of each turn -> the reply it writes.
+ScriptedPlayer = Callable[[Mapping[str, Any]], str]
+#: Which episodes of a batch scripted players play: (the task, the episode's place among the batch's episodes of that
+#: task, 0 first: its place in its GRPO group) -> its player, or None: the model plays it.
+Scripts = Callable[[Task, int], Union[ScriptedPlayer, None]]
+
+
 class TokenPolicy(Policy):
     """The model being trained, as a policy of the rollout driver: each call continues the episode's token sequence
     (its prompt, then per turn the model's tokens and the feedback's, :class:`ConversationCodec`) in a batched
@@ -331,28 +361,40 @@ class TokenPolicy(Policy):
         generation: the batch's generation, shared by its episodes.
         prompts: the episodes' first prompts; an episode's job seed is the index of its prompt here.
         max_feedback_chars: each feedback turn's feedback is cut to this many characters (:func:`feedback_message`).
+        scripts: scripted players for some episodes (:data:`Scripts`); their replies are encoded in the same
+            sequence of tokens (each ended by the end-of-sequence token, as a generation is), with logprobs of 0.0.
+            ``scripted_seeds`` lists the seeds of the episodes they played.
     """
 
     name = "grpo-policy"
 
     def __init__(self, codec: ConversationCodec, generation: BatchedGeneration, prompts: Sequence[Prompt],
-                 max_feedback_chars: int = 4000) -> None:
+                 max_feedback_chars: int = 4000, scripts: Scripts | None = None) -> None:
         self.codec, self.generation, self.prompts = codec, generation, list(prompts)
         self.max_feedback_chars = max_feedback_chars
+        self.scripts = scripts
+        self.scripted_seeds: set[int] = set()
 
     def start(self, task: Task, *, feedback: str, seed: int) -> PolicyEpisode:
         if not 0 <= seed < len(self.prompts):
             raise IndexError(f"a TokenPolicy episode's seed is the index of its prompt (0..{len(self.prompts) - 1}), "
                              f"got {seed}")
+        place = sum(_prompt_key(p) == _prompt_key(self.prompts[seed]) for p in self.prompts[:seed])
+        player = self.scripts(task, place) if self.scripts is not None else None
+        if player is not None:
+            self.scripted_seeds.add(seed)
+            self.generation.apart()
+            return _TokenEpisode(self.codec, None, self.prompts[seed], self.max_feedback_chars, player)
         self.generation.join()
         return _TokenEpisode(self.codec, self.generation, self.prompts[seed], self.max_feedback_chars)
 
 
 class _TokenEpisode(PolicyEpisode):
-    def __init__(self, codec: ConversationCodec, generation: BatchedGeneration, prompt: Prompt,
-                 max_feedback_chars: int) -> None:
+    def __init__(self, codec: ConversationCodec, generation: BatchedGeneration | None, prompt: Prompt,
+                 max_feedback_chars: int, player: ScriptedPlayer | None = None) -> None:
         self.codec, self.generation, self.prompt = codec, generation, prompt
         self.max_feedback_chars = max_feedback_chars
+        self.player = player
         self.messages: list[dict[str, Any]] = []
         self.ids: list[int] | None = None  # the sequence so far: prompt, model tokens, feedback tokens
         self.reply = ""
@@ -367,14 +409,21 @@ class _TokenEpisode(PolicyEpisode):
             text = feedback_message(observation, self.max_feedback_chars)
             self.ids = self.ids + self.codec.feedback(self.messages, self.reply, text)
         prompt = tuple(self.ids)
-        ids, logprobs = await self.generation.generate(self.ids)
+        if self.player is None:
+            assert self.generation is not None
+            ids, logprobs = await self.generation.generate(self.ids)
+            self.reply = self.codec.tokenizer.decode(ids, skip_special_tokens=True)
+        else:  # a scripted player's reply: its encoding, ended as a generation is; nothing sampled it
+            self.reply = self.player(observation)
+            ids = self.codec.reply_ids(self.reply)
+            logprobs = [0.0] * len(ids)
         self.ids = self.ids + list(ids)
-        self.reply = self.codec.tokenizer.decode(ids, skip_special_tokens=True)
         return PolicyReply(self.reply, {"prompt_tokens": float(len(prompt)), "completion_tokens": float(len(ids))},
                            sampled=SampledTokens(token_ids=tuple(ids), logprobs=tuple(logprobs), prompt_token_ids=prompt))
 
     def close(self) -> None:
-        self.generation.leave()
+        if self.generation is not None:
+            self.generation.leave()
 
 
 def episode_rollout(trajectory: Trajectory) -> EpisodeRollout:
@@ -403,6 +452,7 @@ def make_rollout_func(
     max_new_tokens: int,
     max_feedback_chars: int = 4000,
     on_rollout: Callable[[EpisodeRollout], None] | None = None,
+    scripts: Scripts | None = None,
 ) -> Callable[[list[Any], Any], dict[str, list]]:
     """A TRL ``rollout_func``: each prompt entry is played as one multi-turn episode; all of them at once.
 
@@ -416,7 +466,9 @@ def make_rollout_func(
     with at most ``max_new_tokens`` a call, or by TRL's vLLM generation when the trainer uses vLLM (its
     ``max_completion_length`` a call: give it ``max_new_tokens``). ``turns`` programs an episode: the envs must have
     ``max_turns == turns - 1``. Each feedback turn's feedback is cut to ``max_feedback_chars`` characters (its closing
-    instruction kept: :func:`feedback_message`).
+    instruction kept: :func:`feedback_message`). ``scripts``: scripted players for some episodes of each batch
+    (:data:`Scripts`: by task and place in the group; the smoke runs' :func:`~.smoke.smoke_player`), played beside
+    the model's; their episodes are marked ``scripted`` (``on_rollout`` sees them).
     Returns ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (0 on feedback tokens) and
     ``env_reward`` (forwarded to the reward functions: :func:`env_reward`) and ``canary_passed`` (for a canary twin's
     episode whether it passed the twin's tests, else None: :func:`env_reward` logs their rate beside the reward), in the
@@ -445,7 +497,7 @@ def make_rollout_func(
         generate = (vllm_generate_batch(trainer) if getattr(trainer, "use_vllm", False)
                     else hf_generate_batch(model, tokenizer, max_new_tokens, **_trainer_sampling(trainer)))
         generation = BatchedGeneration(generate, len(jobs))
-        policy = TokenPolicy(ConversationCodec(tokenizer), generation, prompts, max_feedback_chars)
+        policy = TokenPolicy(ConversationCodec(tokenizer), generation, prompts, max_feedback_chars, scripts)
 
         def make_env() -> gym.Env:
             env = env_factory()
@@ -465,7 +517,7 @@ def make_rollout_func(
             model.train(was_training)
         out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward",
                                                 "canary_passed")}
-        for trajectory in trajectories:
+        for index, trajectory in enumerate(trajectories):
             if trajectory.infra_error is not None:  # played again by the driver, and lost again
                 assert trajectory.replay_of is not None
                 raise InfrastructureError(
@@ -473,6 +525,7 @@ def make_rollout_func(
                     f"and again when played anew ({trajectory.infra_error}); it has no reward to train on",
                     trajectory.task_id, trajectory.infra_error)
             episode = episode_rollout(trajectory)
+            episode.scripted = index in policy.scripted_seeds
             if on_rollout is not None:
                 on_rollout(episode)
             out["prompt_ids"].append(episode.prompt_ids)

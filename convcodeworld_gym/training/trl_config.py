@@ -7,7 +7,9 @@ steps, sampling and vLLM. Each flag has one place it goes: :func:`grpo_config` p
 ``GRPOConfig``, and TRL reads it from there everywhere it matters. ``--temperature`` is GRPOConfig's
 ``temperature``: TRL samples with it (``model.generate``, vLLM) and divides the logits by it when it computes the
 loss's logprobs, and the ``rollout_func`` door samples with the trainer's value too; ``--use-vllm`` and
-``--vllm-mode`` are GRPOConfig's ``use_vllm`` and ``vllm_mode``.
+``--vllm-mode`` are GRPOConfig's ``use_vllm`` and ``vllm_mode``. ``--reasoning`` is no GRPOConfig field: it is the
+envs' ``reasoning=`` (how a reasoning model's reply is read; :func:`~convcodeworld_gym.extract.read_reply`), which
+each program gives the envs it makes.
 
 Importing this module imports neither TRL nor torch: :func:`grpo_config` imports TRL when called.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..extract import REASONING_MODES
 from .flags import add_feedback_argument
 
 __all__ = ["add_trl_arguments", "grpo_settings", "grpo_config"]
@@ -47,6 +50,10 @@ def add_trl_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     parser.add_argument("--use-vllm", action="store_true", help="generate with vLLM (GRPOConfig.use_vllm; needs vllm)")
     parser.add_argument("--vllm-mode", choices=("colocate", "server"), default="colocate",
                         help="colocate: vLLM in the training process; server: a `trl vllm-serve` server")
+    parser.add_argument("--reasoning", choices=REASONING_MODES, default="strip",
+                        help="how the envs read a reasoning model's reply: strip (default: <think>...</think> thoughts "
+                             "are removed and the answer's code is judged; a thought that never closes has no answer) "
+                             "or keep (the reply as it is, the first fenced block anywhere, as the reference read it)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu", action="store_true", help="train on CPU")
     parser.add_argument("--bf16", action="store_true")

@@ -151,3 +151,36 @@ def test_the_server_binds_127_0_0_1_by_default(server):
                 if state == "0A" and int(hex_port, 16) == port:  # LISTEN
                     listening.add(address)
     assert listening == {"0100007F"}, listening  # 127.0.0.1 only
+
+
+def test_a_served_step_judges_the_replys_answer_and_never_its_thought(server, humaneval):
+    """A reasoning reply (a wrong draft in its thought, the canonical solution as its answer) scores 1.0 on the server's
+    default reading; a thought sent apart (``reasoning``, or ``reasoning_content`` as an endpoint names it) holding the
+    canonical solution beside a wrong reply scores 0.0 and comes back in ``metadata["reasoning"]``. A server started
+    with ``--reasoning keep`` judges the draft, as the reference did."""
+    from convcodeworld_gym.testing.episode_server import EpisodeServer
+    from convcodeworld_gym.training.smoke import reasoning_reply, smoke_programs
+
+    task = humaneval["HumanEval/2"]
+    right, wrong = smoke_programs(task)
+
+    async def steps(base_url, actions):
+        results = []
+        async with ConvCodeWorldClient(base_url=base_url) as client:
+            for action in actions:
+                await client.reset(env_id="CF", task_id=task.task_id)
+                results.append(await client.step(action))
+        return results
+
+    drafted, apart, named = run(steps(server.base_url, [
+        CodeAction(reply=reasoning_reply(wrong, right)),
+        CodeAction(reply=f"```python\n{wrong}```", reasoning=f"```python\n{right}```"),
+        CodeAction.model_validate({"reply": f"```python\n{wrong}```", "reasoning_content": "a thought"}),
+    ]))
+    assert drafted.reward == 1.0 and drafted.observation.metadata["info"]["reasoning"]["answered"]
+    assert "reasoning" not in drafted.observation.metadata
+    assert (apart.reward, apart.observation.metadata["reasoning"]) == (0.0, f"```python\n{right}```")
+    assert (named.reward, named.observation.metadata["reasoning"]) == (0.0, "a thought")
+    with EpisodeServer(["CF", "--dataset", "humaneval", "--reasoning", "keep"]) as keeping:
+        (kept,) = run(steps(keeping.base_url, [CodeAction(reply=reasoning_reply(wrong, right))]))
+    assert kept.reward == 0.0 and kept.observation.metadata["info"]["reasoning"]["mode"] == "keep"

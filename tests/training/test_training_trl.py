@@ -43,12 +43,14 @@ def test_smoke_run_masks_feedback_tokens(tmp_path):
     assert trainer.state.global_step >= 2
     multi_turn = [r for r in rollouts if r.turns >= 2]
     assert multi_turn, "no rollout reached a second turn"
+    assert any(not r.scripted for r in multi_turn) and any(r.scripted for r in multi_turn)
     tokenizer = trainer.processing_class
     for r in multi_turn:
         feedback_ids = [t for t, m in zip(r.completion_ids, r.env_mask) if m == 0]
         assert "Compilation feedback" in tokenizer.decode(feedback_ids)
         assert all(lp == 0.0 for lp, m in zip(r.logprobs, r.env_mask) if m == 0)
-        assert any(lp != 0.0 for lp, m in zip(r.logprobs, r.env_mask) if m == 1)
+        # the model's tokens carry their sampling logprobs; a scripted player's were not sampled (0.0)
+        assert any(lp != 0.0 for lp, m in zip(r.logprobs, r.env_mask) if m == 1) != r.scripted
 
     # What TRL trained on: the loss mask (completion_mask * tool_mask) is zero exactly on feedback tokens.
     by_ids = {tuple(r.completion_ids): r for r in rollouts}
@@ -137,9 +139,9 @@ def test_the_temperature_flag_is_grpo_configs_and_the_rollouts(tmp_path):
     # feedback's character budget was added to it as if it were tokens.
     assert trainer.args.max_completion_length == args.max_new_tokens == 16
     seen = _recording_generate(trainer.model)
-    prompts = [trainer.train_dataset[0]["prompt"]] * 2
+    prompts = [trainer.train_dataset[0]["prompt"]] * 4  # a smoke group: the model plays places 2 and 3
     out = trainer.rollout_func(prompts, trainer)
-    assert len(out["completion_ids"]) == 2 and seen
+    assert len(out["completion_ids"]) == 4 and seen
     assert {call["temperature"] for call in seen} == {0.5} and all(call["do_sample"] for call in seen)
 
 
@@ -184,3 +186,61 @@ def test_a_templated_chat_dataset_trains_on_the_rows_tasks(tmp_path, humaneval, 
         row = next(r for r in rows if r["task_id"] == episode.task_id)
         assert episode.prompt_ids == codec.prompt(row["prompt"])[1]  # the row's own prompt, system message included
     assert {call["temperature"] for call in seen} == {0.5}
+
+
+def test_scripted_players_play_beside_the_model_and_their_reasoning_reply_is_judged_on_its_answer(humaneval, executor):
+    """The smoke run's players (convcodeworld_gym.training.smoke) in one group of 4: place 0, a reasoning reply (a wrong
+    draft in its thought, the canonical solution as its answer), scores 1.0; place 1, a wrong program, 0.0 on both
+    turns; the model plays places 2 and 3, batched together (calls of 2 rows). Their tokens are the replies' encoding,
+    trained on (mask 1). Read as the reference read replies (``reasoning="keep"``), the draft is judged: 0.0."""
+    import gymnasium as gym
+
+    from convcodeworld_gym.testing.tiny_model import tiny_model
+    from convcodeworld_gym.training.smoke import reasoning_reply, smoke_player, smoke_programs
+
+    model, tokenizer = tiny_model(0)
+    calls: list[int] = []
+    generate = model.generate
+
+    def counting(inputs, **kwargs):
+        calls.append(int(inputs.shape[0]))
+        return generate(inputs, **kwargs)
+
+    model.generate = counting
+    task = humaneval["HumanEval/2"]
+    rows = grpo_rows([task])
+    by_mode = {}
+    for reasoning, rewards in (("strip", [1.0, 0.0, 0.0, 0.0]), ("keep", [0.0, 0.0, 0.0, 0.0])):
+        played = by_mode[reasoning] = []
+        rollout = make_rollout_func(
+            lambda: gym.make("ConvCodeWorld-CF-EF_full-v0", dataset=humaneval, max_turns=1, executor=executor,
+                             reasoning=reasoning),
+            rows, turns=2, max_new_tokens=8, on_rollout=played.append, scripts=smoke_player)
+        calls.clear()
+        out = rollout([task.prompt] * 4, _Trainer(model, tokenizer))
+        assert out["env_reward"] == rewards
+        assert [r.scripted for r in played] == [True, True, False, False] and calls == [2, 2]
+    right, wrong = smoke_programs(task)
+    first, second = by_mode["strip"][:2]
+    assert tokenizer.decode([t for t, m in zip(first.completion_ids, first.env_mask) if m == 1],
+                            skip_special_tokens=True) == reasoning_reply(wrong, right)
+    assert second.turns == 2 and set(second.logprobs) == {0.0} and 1 in second.env_mask
+
+
+@pytest.mark.slow
+def test_the_smoke_run_prints_a_nonzero_reward_loss_and_grad_norm(tmp_path, capsys):
+    """``training/grpo_trl.py --smoke``: the tiny random model alone printed reward 0, loss 0 and grad_norm 0 on every
+    step; beside the scripted players each is nonzero on every step, for the reason it prints (docs/training.md).
+    With ``--reasoning keep`` the reasoning reply's wrong draft is judged instead of its answer: no reward in any
+    group, and loss and grad_norm are 0 again, so the signal is the players' right answer."""
+    grpo = _load()
+    assert grpo.main(["--smoke", "--output-dir", str(tmp_path / "strip")]) == 0
+    printed = capsys.readouterr().out
+    per_step = {line.split(":")[0]: [float(v) for v in line.split(":", 1)[1].split(",")]
+                for line in printed.splitlines() if line.endswith(tuple("0123456789")) and "per step:" in line}
+    assert per_step["mean reward per step"] == [0.25, 0.25]  # 1 of each group of 4
+    assert all(v != 0.0 for v in per_step["loss per step"]) and all(v > 0.0 for v in per_step["grad_norm per step"])
+    assert "smoke run: in each group of 4, scripted players took 2 places" in printed
+    assert grpo.main(["--smoke", "--reasoning", "keep", "--output-dir", str(tmp_path / "keep")]) == 0
+    printed = capsys.readouterr().out
+    assert "mean reward per step: 0.000, 0.000" in printed and "grad_norm per step: 0, 0" in printed

@@ -382,3 +382,31 @@ def test_load_environment_mixes_canary_twins_in_and_vf_validate_checks_them(huma
     assert asyncio.run(twin.validate(None)) is True and asyncio.run(task.validate(None)) is True
     with pytest.raises(ValueError, match=r"canary must be a share in \[0, 1\)"):
         convcodeworld.load_environment(dataset="humaneval", canary=1.5)
+
+
+def test_a_thought_is_never_judged_through_vf_eval(tmp_path, humaneval):
+    """A reasoning model's thought, returned apart from the reply (``reasoning_content``) with the canonical solution
+    in it, beside a wrong reply: reward 0.0, and the trace keeps the thought on the assistant message. A reply with
+    the thought inside it (a wrong draft in ``<think>``, the canonical solution as the answer) scores 1.0 (the first
+    fenced block anywhere was judged before: 0.0); with ``--env.taskset.reasoning keep`` the draft is judged, as the
+    reference judged it: 0.0."""
+    from convcodeworld_gym.training.smoke import reasoning_reply
+
+    tasks = humaneval.subset(limit=2)
+    thought = lambda task, turn: f"Let me write it:\n{EXAMPLE.fenced(task.ground_truth)}"  # noqa: E731
+    apart = EXAMPLE.scripted_coder(tasks, lambda task, turn: EXAMPLE.wrong_program(task), thought)
+    with ScriptedOpenAIServer(apart) as server:
+        episodes = _vf_eval(server, tmp_path / "apart", gym_id="ConvCodeWorld-CF-v0", limit=2, max_turns=0)
+    for episode, task in zip(episodes, tasks):
+        (trace,) = episode["traces"]
+        assert episode["ok"] and trace["rewards"]["env_reward"]["score"] == 0.0, trace["rewards"]
+        (reply,) = [node["message"] for node in trace["nodes"] if node["message"]["role"] == "assistant"]
+        assert reply["content"] == EXAMPLE.fenced(EXAMPLE.wrong_program(task))
+        assert reply["reasoning_content"] == thought(task, 0)
+
+    inside = EXAMPLE._by_task(tasks, lambda task, messages: reasoning_reply(EXAMPLE.wrong_program(task), task.ground_truth))
+    for mode, expected in (("strip", 1.0), ("keep", 0.0)):
+        with ScriptedOpenAIServer(inside) as server:
+            episodes = _vf_eval(server, tmp_path / mode, gym_id="ConvCodeWorld-CF-v0", limit=2, max_turns=0,
+                                extra=("--env.taskset.reasoning", mode))
+        assert [e["traces"][0]["rewards"]["env_reward"]["score"] for e in episodes] == [expected, expected], mode

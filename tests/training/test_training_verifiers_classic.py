@@ -150,3 +150,22 @@ def test_load_environment_takes_canary_and_canary_seed():
     assert env.rubric.rubrics[0].weights == [1.0, 0.0, 0.0, 0.0, 0.0]  # the canary never enters the reward
     with pytest.raises(ValueError, match=r"share must be in \[0, 1\)"):
         convcodeworld.load_environment(dataset="humaneval", canary=1.5)
+
+
+@pytest.mark.parametrize(("reasoning", "reward"), [("strip", 1.0), ("keep", 0.0)])
+def test_the_classic_environment_reads_a_reasoning_reply_as_its_reasoning_option_says(reasoning, reward):
+    """``load_environment(reasoning=)`` reaches each episode's env: a reply with a wrong draft in its thought and the
+    canonical solution as its answer is judged on the answer (``"strip"``, the default) or on the draft (``"keep"``)."""
+    import asyncio
+
+    import verifiers as vf
+
+    from convcodeworld_gym.tasks import load_tasks
+    from convcodeworld_gym.training.smoke import reasoning_reply, smoke_programs
+
+    env = convcodeworld.load_environment(feedback="CF", dataset="humaneval", limit=1, max_turns=0, reasoning=reasoning)
+    state = asyncio.run(env.setup_state({"info": env.eval_dataset[0]["info"], "trajectory_id": "t"}))
+    right, wrong = smoke_programs(load_tasks("humaneval")["HumanEval/0"])
+    asyncio.run(env.env_response([vf.AssistantMessage(content=reasoning_reply(wrong, right))], state))
+    asyncio.run(env.close_env(state))
+    assert [step["reward"] for step in state["convcodeworld"]["steps"]] == [reward]

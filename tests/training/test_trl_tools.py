@@ -254,7 +254,54 @@ def test_the_example_programs_smoke_run(tmp_path, capsys):
     program = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(program)  # type: ignore[union-attr]
     program.main(["--smoke", "--output-dir", str(tmp_path)])
-    assert "2 steps; env reward per step: [" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    # The tiny random model alone printed [0.0, 0.0] (it writes no tool call), loss 0 and grad_norm 0; beside the
+    # scripted players (one right call of each group of 4) each is nonzero, for the reason the program prints.
+    assert "2 steps; env reward per step: [0.25, 0.25]" in printed
+    per_step = {line.split(":")[0]: [float(v) for v in line.split(":", 1)[1].split(",")]
+                for line in printed.splitlines() if line.startswith(("loss per step:", "grad_norm per step:"))}
+    assert all(v != 0.0 for v in per_step["loss per step"]) and all(v > 0.0 for v in per_step["grad_norm per step"])
+    assert "smoke run: in each group of 4, scripted players took 2 places" in printed
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_a_tool_call_in_the_thought_is_never_made(tmp_path, humaneval):
+    """The smoke run's scripted rows through TRL's own tool loop (its Qwen3 response parser): place 0 writes a thought
+    whose draft calls submit_program with a wrong program, then calls it with the canonical solution; only the
+    answer's call is made (one program judged, passed). Place 1's wrong call is judged once and fails; the model's own
+    rows submit nothing. The env's reward per rollout reaches TRL as [1, 0, 0, 0]."""
+    pytest.importorskip("trl", reason="the TRL test needs the 'train' extra: pip install -e '.[train]'")
+    import datasets
+    from trl import GRPOConfig, GRPOTrainer
+
+    from convcodeworld_gym.testing.tiny_model import tiny_tool_model
+    from convcodeworld_gym.training.smoke import scripted_tool_generate, smoke_programs
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    task = humaneval["HumanEval/2"]
+    right, wrong = smoke_programs(task)
+    model, tokenizer = tiny_tool_model()
+    model.generate = scripted_tool_generate(model, tokenizer, [task])
+    seen: list[list] = []
+
+    def judged(environments, **_):
+        seen.extend([[row.code for row in env.result.rows], env.result.reward] for env in environments)
+        return [None] * len(environments)
+
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, reward_funcs=[judged],
+        args=GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4, max_steps=1,
+                        max_completion_length=3000, max_tool_calling_iterations=2, learning_rate=1e-3,
+                        logging_steps=1, report_to="none", use_cpu=True, seed=0),
+        train_dataset=datasets.Dataset.from_list(tool_rows([task])),
+        environment_factory=functools.partial(ConvCodeWorldTools, dataset=humaneval, max_turns=1),
+    )
+    with pytest.warns(NoSubmissionWarning):  # the model's own rows
+        trainer.train()
+    assert seen[:2] == [[[right], 1.0], [[wrong], 0.0]], seen
+    assert seen[2:] == [[[], 0.0], [[], 0.0]]
+    assert trainer.state.log_history[0]["rewards/ConvCodeWorldTools/mean"] == 0.25
 
 
 @pytest.mark.train
@@ -437,3 +484,17 @@ def test_a_grpo_step_on_a_twin_logs_the_canary_rate_beside_the_reward_never_in_i
     (entry,) = [e for e in trainer.state.log_history if "reward" in e]
     assert entry["rewards/ConvCodeWorldTools/mean"] == 0.0 and entry["reward"] == 0.0  # never in the reward
     assert (entry["canary/pass_rate"], entry["canary/episodes"]) == (0.5, 2)
+
+
+@pytest.mark.parametrize(("reasoning", "reward"), [("strip", 1.0), ("keep", 0.0)])
+def test_the_tools_take_the_envs_reasoning_option(reasoning, reward, humaneval, executor):
+    """``ConvCodeWorldTools(..., reasoning=)`` reaches the env: a submission written as a reasoning reply (a wrong
+    draft in its thought, the canonical solution after) is judged on its answer, or, with ``"keep"``, on the draft."""
+    from convcodeworld_gym.training.smoke import reasoning_reply, smoke_programs
+
+    task = humaneval["HumanEval/2"]
+    right, wrong = smoke_programs(task)
+    env = ConvCodeWorldTools(dataset=humaneval, executor=executor, reasoning=reasoning)
+    env.reset(**tool_rows([task])[0])
+    env.submit_program(reasoning_reply(wrong, right))
+    assert env.get_reward() == reward and env.result.info["reasoning"]["mode"] == reasoning

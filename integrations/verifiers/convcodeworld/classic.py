@@ -54,12 +54,14 @@ STATE_KEY = "convcodeworld"
 
 def load_environment(*, feedback: str | None = None, gym_id: str | None = None, dataset: str = "bigcodebench",
                      limit: int | None = None, task_ids: list[str] | None = None, stdlib_only: bool = False,
-                     max_turns: int = DEFAULT_MAX_TURNS, feedback_style: str = "reference", tools: bool = False,
-                     runtime: str | None = None, canary: float | Sequence[str] | None = None,
+                     max_turns: int = DEFAULT_MAX_TURNS, feedback_style: str = "reference", reasoning: str = "strip",
+                     tools: bool = False, runtime: str | None = None, canary: float | Sequence[str] | None = None,
                      canary_seed: int = 0) -> ConvCodeWorldClassicEnv:
     """The classic environment: one example per task of ``dataset`` (the env's default selection, or ``task_ids``;
     then ``limit``), each played as one episode of the id ``feedback`` names (a combination or its gym id; default
-    ``ConvCodeWorld-CF-EF_full-v0``) with at most ``max_turns`` feedback turns; ``tools``: the tool variant.
+    ``ConvCodeWorld-CF-EF_full-v0``) with at most ``max_turns`` feedback turns; ``tools``: the tool variant;
+    ``reasoning``: how a reasoning model's reply is read (the env's ``reasoning=``: ``"strip"``, its thoughts removed
+    before its code is judged, or ``"keep"``).
     ``canary`` / ``canary_seed``: canary twins added after the tasks, as the gym env's ``canary=`` /
     ``canary_seed=`` (a share in [0, 1) of the set played, or the ids of the tasks to twin); one example each.
 
@@ -83,7 +85,7 @@ def load_environment(*, feedback: str | None = None, gym_id: str | None = None, 
     for task in tasks:
         system, prompt = first_turn(task, tools)
         spec = {"gym_id": chosen, "dataset": dataset, "task_id": task.task_id, "max_turns": max_turns,
-                "feedback_style": feedback_style, "runtime": runtime}
+                "feedback_style": feedback_style, "runtime": runtime, "reasoning": reasoning}
         rows.append({"prompt": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
                      "answer": "", "task": task.task_id, "info": {"convcodeworld": json.dumps(spec)}})
     rows_set = datasets.Dataset.from_list(rows)

@@ -53,6 +53,8 @@ class EpisodeSpec:
         max_turns: feedback turns after turn 0 (the env's ``max_turns``).
         feedback_style: ``"reference"`` or ``"rich"`` (the env's ``feedback_style``).
         runtime: the interpreter the sandbox runs programs with (the env's ``runtime``); None: the env's default.
+        reasoning: how a reasoning model's reply is read (the env's ``reasoning``): ``"strip"`` (its thoughts removed,
+            the answer's code judged) or ``"keep"`` (as the reference read replies).
     """
 
     gym_id: str
@@ -61,6 +63,7 @@ class EpisodeSpec:
     max_turns: int
     feedback_style: str = "reference"
     runtime: str | None = None
+    reasoning: str = "strip"
 
 
 def make_env(spec: EpisodeSpec) -> gym.Env:
@@ -72,7 +75,7 @@ def make_env(spec: EpisodeSpec) -> gym.Env:
     :mod:`convcodeworld_gym.tasks.canary`) plays that task's twin."""
     task_id, twin = spec.task_id.removesuffix(CANARY_SUFFIX), spec.task_id.endswith(CANARY_SUFFIX)
     return gym.make(spec.gym_id, dataset=task_set(spec.dataset), task_ids=[task_id], max_turns=spec.max_turns,
-                    feedback_style=spec.feedback_style, executor=shared_executor(spec.runtime),
+                    feedback_style=spec.feedback_style, reasoning=spec.reasoning, executor=shared_executor(spec.runtime),
                     **({"canary": [task_id]} if twin else {}))
 
 

@@ -36,8 +36,8 @@ TASKSET_ID = "convcodeworld"
 
 #: The keyword arguments :func:`load_environment` takes (``--env.taskset.<name>`` in vf-eval, dashes for
 #: underscores), besides ``feedback``.
-TASKSET_KWARGS = ("gym_id", "dataset", "limit", "task_ids", "stdlib_only", "max_turns", "feedback_style", "tools",
-                  "runtime", "canary", "canary_seed")
+TASKSET_KWARGS = ("gym_id", "dataset", "limit", "task_ids", "stdlib_only", "max_turns", "feedback_style", "reasoning",
+                  "tools", "runtime", "canary", "canary_seed")
 
 
 class DatasetUnavailable(ValueError):
@@ -103,7 +103,9 @@ def load_environment(*, feedback: str | None = None, **kwargs: Any) -> Any:
         feedback: the feedback combination (``"CF-EF_full-SNF"``) or its gym id, as the training programs'
             ``--feedback`` takes it; the same as ``gym_id=``. Default: ``ConvCodeWorld-CF-EF_full-v0``.
         **kwargs: the taskset's settings: ``gym_id``, ``dataset`` (``"bigcodebench"``, the default; ``"humaneval"``;
-            a task-file path), ``limit``, ``task_ids``, ``stdlib_only``, ``max_turns``, ``feedback_style``, ``tools``
+            a task-file path), ``limit``, ``task_ids``, ``stdlib_only``, ``max_turns``, ``feedback_style``,
+            ``reasoning`` (``"strip"``, the default: a reasoning model's thoughts are removed before its code is
+            judged; ``"keep"``: the reply as it is), ``tools``
             (the tool variant: the model calls ``submit_program`` and gets the feedback as the tool's result),
             ``runtime`` (the interpreter programs run with), and ``canary`` / ``canary_seed``: canary twins mixed in
             beside the tasks, as the gym env's ``canary=`` / ``canary_seed=`` (a share in [0, 1) of the set played,

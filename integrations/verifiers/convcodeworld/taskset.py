@@ -65,6 +65,11 @@ class ConvCodeWorldConfig(vf.TasksetConfig):
     """Feedback turns after turn 0 (the paper: 10, so at most 11 programs)."""
     feedback_style: Literal["reference", "rich"] = "reference"
     """The execution feedback's text: the one the paper's models saw, or the richer one (see the README)."""
+    reasoning: Literal["strip", "keep"] = "strip"
+    """How a reasoning model's reply is read: ``strip`` removes its ``<think>...</think>`` thoughts and judges the
+    answer's code (a thought that never closes leaves no answer); ``keep`` reads the reply as it is, as the reference
+    did. A thought the endpoint returns apart (``reasoning_content``) is never judged either way: the trace keeps it on
+    the assistant message, and the reply stepped is its content."""
     tools: bool = False
     """The tool variant: the model submits each program by calling the ``submit_program`` tool, and the env's
     feedback comes back as the tool's result (else: a fenced program per reply, feedback as the next user turn)."""
@@ -93,6 +98,7 @@ class ConvCodeWorldData(vf.TaskData):
     dataset: str
     max_turns: int
     feedback_style: str = "reference"
+    reasoning: str = "strip"
     tools: list[dict[str, Any]] | None = None
     """The tool variant's tools (the ``submit_program`` schema), sent with each model request; None: chat variant."""
 
@@ -121,7 +127,7 @@ class ConvCodeWorldTask(vf.Task[ConvCodeWorldData, vf.State, ConvCodeWorldTaskCo
         """The episode this task names, on this machine's runtime (``config.runtime``)."""
         data = self.data
         return EpisodeSpec(data.gym_id, data.dataset, data.task_id, data.max_turns, data.feedback_style,
-                           self.config.runtime)
+                           self.config.runtime, data.reasoning)
 
     @property
     def key(self) -> str:
@@ -198,6 +204,7 @@ class ConvCodeWorldTaskset(vf.Taskset[ConvCodeWorldTask, ConvCodeWorldConfig]):
                     dataset=config.dataset,
                     max_turns=config.max_turns,
                     feedback_style=config.feedback_style,
+                    reasoning=config.reasoning,
                     tools=[SUBMIT_PROGRAM_TOOL] if config.tools else None,
                 ),
                 config.task,
