@@ -325,8 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     tasks = sub.add_parser("tasks", help="list the tasks a task set's default set leaves out on a runtime, why, and how to get them back",
                            description="The tasks gym.make and evaluate leave out of a default set (no --task-ids): those "
-                           "only an in-process judge can judge, and those needing modules or NLTK data the runtime lacks; "
-                           "per task its id, the kind (judge or runtime) and the reason, then how to get them back.")
+                           "only an in-process judge can judge, those needing modules or NLTK data the runtime lacks, and "
+                           "those whose canonical solutions fail with the runtime's library releases where they are not "
+                           "the pinned ones; per task its id, the kind (judge, runtime or versions) and the reason, then "
+                           "how to get them back.")
     tasks.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
     tasks.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
     tasks.add_argument("--allow-forgeable", action="store_true", help="as allow_forgeable=True: keep the tasks only an in-process judge can judge")

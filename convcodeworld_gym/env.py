@@ -361,7 +361,10 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             * ``terminated``: the code passed. ``truncated``: it did not, and this was turn ``max_turns``; or
               the infrastructure lost the run (``info["infra_error"]``): the episode ends outside the task.
             * ``info``: ``task_id``; ``turn`` (the turn just judged); ``passed``; ``compile_ok``;
-              ``pass_fraction``; ``canary`` (the task is a canary twin: :mod:`~convcodeworld_gym.tasks.canary`);
+              ``pass_fraction``; ``public_pass_fraction`` and ``hidden_pass_fraction`` (the share of the task's
+              public tests, :attr:`~convcodeworld_gym.tasks.Task.public_tests`, and of the others that passed; None where
+              it has none of them: facts beside the reward, never in it);
+              ``canary`` (the task is a canary twin: :mod:`~convcodeworld_gym.tasks.canary`);
               ``tests`` (one ``{"name", "outcome", "traceback"}`` per test);
               ``crash`` (text or None); ``regressed_tests`` (the names of the tests a program of an earlier turn
               of this episode passed and this one fails, in test order; ``[]`` on a step the infrastructure lost:
@@ -468,6 +471,10 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "passed": passed,
             "compile_ok": compile_ok,
             "pass_fraction": result.pass_fraction,
+            # the share of the public tests (those partial EF may show: task.public_tests) and of the others that
+            # passed; None where the task has none of them. A fact beside the reward, never in it.
+            "public_pass_fraction": result.pass_fraction_of(task.public_tests),
+            "hidden_pass_fraction": result.pass_fraction_of(set(task.test_names) - set(task.public_tests)),
             "canary": isinstance(task, CanaryTwin),  # a twin's pass is the canary, never a reward
             "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
             "crash": result.crash,

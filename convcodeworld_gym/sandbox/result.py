@@ -10,6 +10,7 @@ Holds:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -105,6 +106,17 @@ class ExecutionResult:
     def pass_fraction(self) -> float:
         """Share of tests that passed (0.0 for an empty or unexecuted suite)."""
         return sum(t.outcome.ok for t in self.tests) / len(self.tests) if self.tests else 0.0
+
+    def pass_fraction_of(self, names: Iterable[str]) -> float | None:
+        """Share of the tests named ``names`` that passed (None when none of them is in this result).
+
+        >>> r = ExecutionResult((TestResult("a", Outcome.PASSED), TestResult("b", Outcome.FAILED)), executed=True)
+        >>> r.pass_fraction_of(["a", "b"]), r.pass_fraction_of(["a"]), r.pass_fraction_of([])
+        (0.5, 1.0, None)
+        """
+        wanted = set(names)
+        chosen = [t for t in self.tests if t.name in wanted]
+        return sum(t.outcome.ok for t in chosen) / len(chosen) if chosen else None
 
     def by_name(self) -> dict[str, TestResult]:
         return {t.name: t for t in self.tests}

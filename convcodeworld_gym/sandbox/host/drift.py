@@ -15,11 +15,13 @@ pinned releases, the releases it failed with, and the failure; the package ships
 (:func:`~.profile.task_digest`), whatever its id.
 
 Holds:
-    DRIFT_DIR    the package's drift files
-    Drift        one task's entry: the distributions and their pinned releases, what it failed with, why
-    drift_table  the shipped entries by task digest
-    drifted      the entry of a task that would fail on a runtime of these releases, or None
-    write_drift  a drift file from a self-check's failures
+    DRIFT_DIR        the package's drift files
+    FORMAT           the version of the file layout
+    Drift            one task's entry: the distributions and their pinned releases, what it failed with, why
+    drift_table      the shipped entries by task digest
+    drifted          the entry of a task that would fail on a runtime of these releases, or None
+    pinned_releases  distribution -> release of a requirements file's pins
+    write_drift      a drift file from a self-check's failures
 """
 
 from __future__ import annotations
