@@ -270,6 +270,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             if self._owns_executor:
                 self.executor.close()
             raise
+        if verbal_feedback is not None and callable(getattr(verbal_feedback, "use_executor", None)):
+            verbal_feedback.use_executor(self.executor)  # a provider's runs confined as the tests are, unless it has its own
         self._owns_verbal_feedback = verbal_feedback is None and self.config.verbal != "none"
         if self._owns_verbal_feedback:
             from .feedback.verbal import make_simulator  # the LLM client is only imported when needed

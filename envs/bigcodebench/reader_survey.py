@@ -54,9 +54,10 @@ class Reader:
 _READERS_PY = "sandbox/run/readers.py"
 _TEST = "tests/sandbox/run/test_readers.py"
 _PICKLE = Reader("objects (any class or function a stream names; `__reduce__` runs code)",
-                 "the program, as data: its process unpickles, what it made crosses the judge's one intake",
-                 f"{_READERS_PY}: read in the program's process; the judge's own pickles alone here (by digest); "
-                 "an audit hook refuses any `pickle.find_class` otherwise",
+                 "the program, as data: plain data and the judge's value types only",
+                 f"{_READERS_PY}: DataUnpickler in the judge (VALUE_TYPES, typed constructors, no other class); the "
+                 "judge's own pickles alone by the standard unpickler (by digest); an audit hook refuses any "
+                 "`pickle.find_class` otherwise",
                  f"{_TEST}::test_no_forged_file_passes_any_reader, ::test_any_unpickler_the_judge_holds_refuses_a_global_"
                  "from_a_programs_bytes, ::test_bigcodebench_832_forged_through_its_own_pickle_load")
 _DATA = Reader("data (fixed value types: text, numbers, containers, arrays, frames)", "the program, as data",
@@ -74,17 +75,17 @@ REVIEWED: dict[str, Reader] = {
     "_pickle.load": _PICKLE, "pandas.read_pickle": _PICKLE, "joblib.load": _PICKLE, "shelve.open": _PICKLE,
     "dill.load": _PICKLE, "dill.loads": _PICKLE, "cloudpickle.load": _PICKLE, "cloudpickle.loads": _PICKLE,
     "numpy.load": Reader("data; with allow_pickle=True, objects (a pickled object array)",
-                         "the program, as data", f"{_READERS_PY}: numpy unpickles through `pickle.load`, read in the "
-                         "program's process", f"{_TEST}::test_no_forged_file_passes_any_reader[numpy.load-*]"),
+                         "the program, as data", f"{_READERS_PY}: numpy unpickles through `pickle.load`: DataUnpickler "
+                         "(an object array of plain values)", f"{_TEST}::test_no_forged_file_passes_any_reader[numpy.load-*]"),
     "marshal.load": Reader("builtin values and code objects (never run by the reader)", "the program, as data",
-                           f"{_READERS_PY}: read in the program's process (a code object crosses as a stand-in); an "
-                           "audit hook refuses any unmarshal but the import system's", f"{_TEST}::test_no_forged_file_"
+                           f"{_READERS_PY}: read in the judge, a code object refused; an audit "
+                           "hook refuses any unmarshal outside it and the import system", f"{_TEST}::test_no_forged_file_"
                            "passes_any_reader[marshal.loads-*]"),
     "marshal.loads": Reader("builtin values and code objects", "the program, as data", f"{_READERS_PY}: as marshal.load",
                             f"{_TEST}::test_no_forged_file_passes_any_reader[marshal.loads-*]"),
     "yaml.load": Reader("with Loader/FullLoader/UnsafeLoader: objects a tag names, and calls (`python/object/apply`)",
-                        "the program, as data", f"{_READERS_PY}: safe loaders run here; others in the program's "
-                        "process; the judge's YAML constructors look up no Python name",
+                        "the program, as data", f"{_READERS_PY}: read in the judge, whose YAML constructors look up no "
+                        "Python name",
                         f"{_TEST}::test_no_forged_file_passes_any_reader[yaml.load-*]"),
     "yaml.unsafe_load": Reader("objects and calls a tag names", "the program, as data", f"{_READERS_PY}: as yaml.load",
                                f"{_TEST}::test_no_forged_file_passes_any_reader[yaml.unsafe_load-*]"),

@@ -194,11 +194,12 @@ def test_end_to_end_episodes(combo, dataset, task_id, executor, request):
             _assert_clean(step[0]["verbal_feedback"], task)
 
 
-class _CountingExecutor(LocalExecutor):
-    """A real local executor that counts its runs."""
+class _CountingExecutor(SandboxExecutor):
+    """A real sandbox executor that counts its runs (a probe judged in-process informs nothing: the program could
+    read the tests there)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(workers=1)
         self.runs = 0
 
     def run(self, task, program):
@@ -207,7 +208,11 @@ class _CountingExecutor(LocalExecutor):
 
 
 def test_expert_probes_run_in_the_envs_executor(humaneval):
-    executor = _CountingExecutor()
+    with _CountingExecutor() as executor:
+        _expert_probes_in(executor, humaneval)
+
+
+def _expert_probes_in(executor, humaneval):
     env = ConvCodeWorldEnv("CF-EF_full-SEF", dataset=[humaneval["HumanEval/0"]], executor=executor,
                            simulator_kwargs={"backend": "offline"})
     env.reset()

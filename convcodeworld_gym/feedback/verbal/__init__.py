@@ -110,7 +110,7 @@ def make_simulator(
         retries, backoff_s, timeout_s: the LLM's retries after 429 / 5xx / timeouts, the first
             backoff (doubling) and the per-request timeout.
         executor: where the offline expert runs its probes (the env passes its own, so probes
-            are confined like the tests); default a private :class:`LocalExecutor`.
+            are confined like the tests); default the env's, else a private sandbox.
         probe: let the offline expert run the ground truth and the candidate on the failing
             test's inputs (two more executions per turn, one when the ground truth's is
             remembered); ``False`` keeps to the failing test's text and the code comparison.

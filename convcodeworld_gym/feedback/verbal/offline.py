@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from ...extract import build_program
-from ...sandbox.backends.local import LocalExecutor
+from ...sandbox import SandboxExecutor
 from ...sandbox.host.executor import Executor
 from ...sandbox.result import Outcome, TestResult
 from ..compilation import REFERENCE_FRAME
@@ -142,7 +142,9 @@ class OfflineSimulator:
     Args:
         expertise: ``"novice"`` or ``"expert"``.
         seed: picks among phrasings; the same seed gives the same text.
-        executor: runs the expert's probes; default a :class:`LocalExecutor` owned by the simulator.
+        executor: runs the expert's probes; default the env's (:meth:`use_executor`), else a confined
+            :class:`~convcodeworld_gym.sandbox.SandboxExecutor` owned by the simulator. A probe judged in-process (where
+            a program could read the tests) informs nothing.
         probe: let the expert run the ground truth and the candidate on the failing test's inputs.
 
     >>> from convcodeworld_gym import ConvCodeWorldEnv
@@ -169,9 +171,16 @@ class OfflineSimulator:
 
     @property
     def executor(self) -> Executor:
+        """Where the probes run: the executor given, the env's (:meth:`use_executor`), else a confined sandbox of
+        the simulator's own (one worker, made on the first probe)."""
         if self._executor is None:
-            self._executor = LocalExecutor()
+            self._executor = SandboxExecutor(workers=1)
         return self._executor
+
+    def use_executor(self, executor: Executor) -> None:
+        """Run the probes on ``executor`` (the env's: confined as its tests are) unless one was given already."""
+        if self._executor is None:
+            self._executor, self._owns_executor = executor, False
 
     def __call__(self, context: TurnContext) -> VerbalReply | None:
         if not should_speak(self.expertise, context):

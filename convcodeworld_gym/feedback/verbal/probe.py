@@ -89,6 +89,8 @@ def probe_calls(executor: Executor, task: Task, program: str, test_name: str) ->
     probe_task = dataclasses.replace(task, test=task.test + source)
     executor.derive(task, probe_task)  # its probe test never passes: it runs as the task does, uncalibrated
     result = executor.run(probe_task, program)
+    if result.details.get("judge") == "inprocess" or result.details.get("forgeable"):
+        return None  # the program ran in the tests' own module there: what it says may be what it read of them
     report = result.by_name().get(PROBE_TEST)
     if report is None or _MARK not in report.traceback:
         return None

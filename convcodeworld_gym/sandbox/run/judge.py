@@ -37,7 +37,6 @@ from ...tasks.record import parse_source
 from ..children import describe_exit
 from .codec import CodecError, dumps, loads
 from .mocks import PatchApplier, PatchTracker, same_state
-from .readers import read_data
 from .readers import install as install_readers
 from .shared import SharedState, rc_keys
 from .standin import Channel, Peer, ProgramGone, RemoteError, StandIn, _clip, class_policy, exception_policy
@@ -121,7 +120,6 @@ def serve_program(channel: Channel, private_paths: tuple[str, ...] = ()) -> None
     peer.export(module)  # handle 1: the judge reads the names its tests use from it
     peer.export(_loaded_module)  # handle 2: the judge's pyplot asks for the program's (see _share_pyplot)
     peer.export(functools.partial(_module_values, module))  # handle 3: the names the tests read, in one answer
-    peer.export(read_data)  # handle 4 (readers.READ_HANDLE): the judge's pickle, marshal, YAML ... reads of its bytes
     channel.send(dumps(["ready", {k: v for k, v in names.items() if v is None or isinstance(v, str)}]))
     peer.serve_forever()
 
@@ -368,7 +366,7 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
     if first[0] == "crash":
         return Connection(str(first[1]) if len(first) > 1 else "The program crashed.", {})
     if first[0] == "missing":  # the tests run without it and fail with NameError, as in one module
-        install_readers(None)  # nothing of the program's is read here, and nobody is there to read it
+        install_readers()  # files and bytes are data to the judge (readers.py)
         return Connection(None, {}, code, times=times)
     names = first[1] if len(first) > 1 and isinstance(first[1], dict) else {}
     read, roots = facts.read, facts.roots
@@ -398,7 +396,7 @@ def connect_program(channel: Channel, pid: int | None, program: str, module_name
         except Exception:  # noqa: BLE001 - the tests meet the same failure themselves
             pass
     _share_pyplot(peer)
-    install_readers(peer)  # a file or bytes the program wrote are read in its process, never here
+    install_readers()  # files and bytes are data to the judge (readers.py)
     provided: dict[str, Any] = {}
     wanted: list[str] = []
     for name in sorted((read | {entry_point}) & set(names)):

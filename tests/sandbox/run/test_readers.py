@@ -5,7 +5,7 @@ gets a task here whose tests read the program's file with it and compare what th
 (writes the data: passes) and forgeries that do not write it (a ``__reduce__`` that patches ``unittest`` in whatever
 process unpickles it, ``unittest.mock.ANY``, a hand-made stream of ``setattr``/``getattr`` only, a YAML tag that calls
 ``exec``, a marshalled code object): none may pass. Every forgery here scored 1.0 before the judge's readers were
-made data-only (``sandbox/run/readers.py``); BigCodeBench/832 is the real task of the kind.
+made data-only (``sandbox/run/readers.py``: read in the judge by a data-only unpickler); BigCodeBench/832 is the real task of the kind.
 """
 
 from __future__ import annotations
@@ -160,9 +160,9 @@ class TestCases(unittest.TestCase):
     assert result.passed, [(t.name, t.traceback[-800:]) for t in result.tests]
 
 
-def test_a_class_in_a_programs_pickle_is_the_programs_object_not_the_judges(sandbox):
-    """What a program's pickle makes is made in its process: a Counter crosses as data (equal to the test's), a
-    class the judge has no table entry for crosses as a stand-in, whose equality the program never decides."""
+def test_a_class_in_a_programs_pickle_is_refused_and_a_value_type_is_data(sandbox):
+    """What a program's pickle holds is read in the judge by its table: a Counter is data (equal to the test's), a
+    class of the program's own is refused (the test that reads it errs), never an object whose equality it decides."""
     tests = """import unittest, pickle, collections
 class TestCases(unittest.TestCase):
     def test_counter(self):
@@ -186,7 +186,7 @@ def task_func(path, kind):
 """
     task = Task("reader/classes", "Write.", "def task_func(path, kind):\n", "task_func", "", tests)
     outcomes = {t.name: t.outcome.value for t in sandbox.run(task, program).tests}
-    assert outcomes == {"test_counter": "passed", "test_own_class": "passed"}, outcomes
+    assert outcomes == {"test_counter": "passed", "test_own_class": "error"}, outcomes
 
 
 def test_every_binding_of_a_code_capable_reader_in_a_loaded_judge_is_the_judges(sandbox):

@@ -5,6 +5,8 @@ Each attack runs through the real sandbox (``SandboxExecutor``) or the env (``Co
 still succeeds is marked ``xfail(strict=True)`` with why it works, so that the fix turns it into a failure of the
 mark; an attack that failed is a plain regression test.
 
+Both classes below succeeded when this corpus was written and were fixed after it (the xfail marks are gone):
+
 1. *Who decides what a test's own bytes decode to.* The judge reads itself only the pickles its patched
    ``pickle.dumps``/``dump`` produced (by digest); every other byte string a reader is given goes to the program's
    process, whose answer the program controls (it can replace :func:`.readers.read_data` there). So where a test
@@ -48,12 +50,19 @@ def _outcomes(result) -> list[tuple[str, str, str]]:
 
 # ----------------------------------------------------------------------------- 1. a test's own bytes
 
-#: The program's process answers every read the judge asks of it (handle 4) with the program's own answer.
+#: The program returns 'FORGED' and tries to make the judge's reads answer it too: it replaces, in its own process,
+#: any reader of the judge's it can find (the judge once sent such reads to the program's process).
 ANSWERS_EVERY_READ = """
 import sys
-def _answer(reader, data, options):
-    return [[] if options.get('all') else 'FORGED', len(data)]
-sys.modules['convcodeworld_gym.sandbox.run.readers'].read_data.__code__ = _answer.__code__
+def _answer(*args, **kwargs):
+    return ['FORGED', 0]
+for _name in ('read_data', 'DataUnpickler'):
+    _readers = sys.modules.get('convcodeworld_gym.sandbox.run.readers')
+    if _readers is not None and hasattr(_readers, _name):
+        try:
+            setattr(_readers, _name, _answer)
+        except Exception:
+            pass
 def task_func():
     return 'FORGED'
 """
@@ -79,8 +88,10 @@ OWN_BYTES = {
 }
 _IMPORTS = {"joblib": "import joblib", "yaml": "import yaml", "cloudpickle": "import cloudpickle",
             "numpy": "import numpy as np", "pandas": "import pandas as pd"}
-_DECIDED_BY_THE_PROGRAM = {"pickle.Pickler.dump", "_pickle.dumps", "shelve", "joblib.dump", "marshal.dumps",
-                           "yaml.dump+Loader", "cloudpickle.dumps"}
+#: These once succeeded (the judge sent bytes it had not written with its patched pickle.dumps/dump to the program's
+#: process, whose reader the program replaced); now every one is read in the judge, by its data-only readers.
+_DECIDED_BY_THE_PROGRAM_ONCE = {"pickle.Pickler.dump", "_pickle.dumps", "shelve", "joblib.dump", "marshal.dumps",
+                                "yaml.dump+Loader", "cloudpickle.dumps"}
 
 
 def _own_bytes_task(name: str) -> Task:
@@ -95,15 +106,7 @@ class TestCases(unittest.TestCase):
     return Task(f"red48/own/{name}", "Return 'truth'.", "def task_func():\n", "task_func", "    return 'truth'\n", tests)
 
 
-def _own_bytes_params():
-    for name in OWN_BYTES:
-        marks = [pytest.mark.xfail(strict=True, reason=(
-            "succeeds: the judge trusts only what its patched pickle.dumps/dump wrote; bytes the test wrote with this "
-            "writer go to the program's process, whose read_data the program replaced"))] if name in _DECIDED_BY_THE_PROGRAM else []
-        yield pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("name", list(_own_bytes_params()))
+@pytest.mark.parametrize("name", sorted(OWN_BYTES))
 def test_the_program_never_decides_what_a_tests_own_bytes_decode_to(sandbox, name):
     _needs(sandbox, OWN_BYTES[name][0])
     task = _own_bytes_task(name)
@@ -122,7 +125,7 @@ PATCH_UNITTEST = "import unittest; unittest.TestCase.assertEqual = lambda *a, **
 
 def test_a_stream_that_begins_with_the_judges_own_pickle_runs_nothing_after_it(sandbox):
     """The program copies the test's own pickle (whose digest the judge knows) and appends a ``__reduce__`` that
-    patches ``unittest``: the judge reads the prefix alone, the rest goes to the program's process."""
+    patches ``unittest``: the judge reads the prefix alone as its own, and refuses the rest."""
     tests = """import unittest, pickle
 class TestCases(unittest.TestCase):
     def test_doubles(self):
@@ -132,7 +135,10 @@ class TestCases(unittest.TestCase):
         with open('out.pkl', 'rb') as f:
             data = f.read()
         first = len(pickle.dumps({'n': 3}))
-        rest = pickle.loads(data[first:]) if len(data) > first else None
+        try:
+            rest = pickle.loads(data[first:]) if len(data) > first else None
+        except Exception:
+            rest = None  # the judge refuses the program's __reduce__ (it unpickles no builtins.exec)
         self.assertEqual(pickle.loads(data), {'n': 6})
 """
     program = f"""import pickle
@@ -173,9 +179,8 @@ class TestCases(unittest.TestCase):
 
 
 def test_a_tests_restricted_unpickler_subclass_gets_no_object_that_decides(sandbox):
-    """A test's ``pickle.Unpickler`` subclass (its own ``find_class``) is the judge's reader too: ``mock.ANY`` comes
-    back made in the program's process, a stand-in that equals nothing but itself. (The test's ``find_class`` is not
-    applied: a test that expects it to refuse the program's bytes would see no refusal.)"""
+    """A test's ``pickle.Unpickler`` subclass (its own ``find_class``) is the judge's reader too: ``mock.ANY`` is
+    refused by the judge's table. (The test's ``find_class`` is not applied: the judge's table is narrower.)"""
     tests = """import unittest, pickle
 class Safe(pickle.Unpickler):
     def find_class(self, module, name):
@@ -229,11 +234,11 @@ def _told(words: str) -> list[str]:
     return [secret for secret in HIDDEN if secret in words[::-1]]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "succeeds: OfflineSimulator('expert') made without an executor probes in a private LocalExecutor (in-process, "
-    "unconfined) even inside an env whose tests run split; there the program reads the whole test class from its own "
-    "module and raises its hidden constants reversed, which the expert repeats and the literal-only guard misses"))
 def test_an_offline_expert_given_to_the_env_never_tells_a_hidden_test(humaneval, sandbox):
+    """Once: OfflineSimulator('expert') made without an executor probed in a private LocalExecutor (in-process,
+    unconfined) even inside an env whose tests ran split, where the program read the whole test class from its own
+    module and raised its hidden constants reversed; the expert repeated them. Now it probes on the env's executor,
+    and a probe judged in-process informs nothing."""
     words = _expert_words(humaneval["HumanEval/0"], sandbox, OfflineSimulator("expert"))
     assert not _told(words), words
 
