@@ -15,6 +15,8 @@ import signal
 import time
 from typing import Any
 
+from .infra import descendants
+
 __all__ = ["NodeCluster"]
 
 
@@ -62,9 +64,17 @@ class NodeCluster:
         return node
 
     def remove(self, node: Any, graceful: bool = False, timeout_s: float = 60.0) -> None:
-        """Kill worker ``node``'s processes (SIGKILL unless ``graceful``: a machine lost, not shut down), and wait until
-        the head lists it as dead."""
+        """Stop worker ``node`` and wait until the head lists it as dead. Unless ``graceful``, as a machine is lost:
+        every process of the node at once, its workers (the actors and their sandboxes) with its raylet, by SIGKILL
+        (Ray's own removal kills the raylet first, and an actor may answer a call in the moment it outlives it)."""
         self.workers.remove(node)
+        if not graceful:
+            (raylet,) = node.all_processes["raylet"]
+            for pid in descendants(raylet.process.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         self.cluster.remove_node(node, allow_graceful=graceful)
         deadline = time.monotonic() + timeout_s
         while any(n["NodeID"] == node.node_id and n["Alive"] for n in self._ray.nodes()):

@@ -545,7 +545,7 @@ class RayExecutor(Executor):
             capacity.warned = True
             lost = ", ".join(f"node {node[:12]} ({self._addresses.get(node, '?')})"
                              for node in dict.fromkeys(capacity.lost)) or "none of its actors' nodes"
-            waiting = f"; {stuck} not started after {self.grace_s:g} s: no CPU free for them" if stuck else ""
+            waiting = f"; {stuck} not started after {self.grace_s:g} s: no CPU free for them, or slow to start" if stuck else ""
             _log.warning("the Ray cluster's CPUs now hold %d of the %d actors this executor asked for (lost: %s%s): "
                          "going on with the %d started, and starting more when CPUs come back",
                          min(room, self._wanted), self._wanted, lost, waiting, live)

@@ -18,7 +18,7 @@ import pytest
 
 from convcodeworld_gym.sandbox import Limits
 from convcodeworld_gym.sandbox.host.launch import WORKER_MODULE
-from convcodeworld_gym.testing.infra import marked, runs_under, until
+from convcodeworld_gym.testing.infra import descendants, marked, runs_under, until
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'convcodeworld-gym[ray]'")
@@ -44,6 +44,25 @@ def nodes(cluster):
     yield cluster
     for node in list(cluster.workers):  # what a failed test left
         cluster.remove(node)
+
+
+@pytest.fixture
+def held_cpu(nodes):
+    """A CPU of the cluster held by someone else (a placement group of 1 CPU, made before the test adds nodes: the
+    head's); calling it frees the CPU."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group([{"CPU": 1}])
+    ray.get(group.ready(), timeout=START_S)
+    freed: list[bool] = []
+
+    def free() -> None:
+        if not freed:
+            freed.append(True)
+            remove_placement_group(group)
+
+    yield free
+    free()
 
 
 def _jobs(humaneval, n: int, sleep_s: float) -> tuple[list, list[bool]]:
@@ -82,30 +101,14 @@ class _Batch(threading.Thread):
 
 def _sandbox_workers(pids: list[int]) -> list[int]:
     """The sandbox worker processes of this machine that descend from one of ``pids`` (actors' processes)."""
-    def parent(pid: int) -> int:
+    def is_worker(pid: int) -> bool:
         try:
-            with open(f"/proc/{pid}/stat") as fh:
-                return int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            return 0
-
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if WORKER_MODULE.encode() not in fh.read():
-                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                return WORKER_MODULE.encode() in fh.read()
         except OSError:
-            continue
-        current = int(entry)
-        while current > 1:
-            if current in pids:
-                found.append(int(entry))
-                break
-            current = parent(current)
-    return found
+            return False
+
+    return [pid for actor in pids for pid in descendants(actor) if is_worker(pid)]
 
 
 def _alive(pid: int) -> bool:
@@ -220,15 +223,12 @@ def test_a_node_added_mid_batch_takes_runs(humaneval, nodes) -> None:
 
 
 @pytest.mark.slow
-def test_an_actor_the_cluster_has_no_cpu_for_is_not_waited_on_and_close_stops_it(humaneval, nodes, caplog) -> None:
+def test_an_actor_the_cluster_has_no_cpu_for_is_not_waited_on_and_close_stops_it(humaneval, nodes, held_cpu, caplog
+                                                                                 ) -> None:
     """Two slots on two CPUs, one of them held by someone else (a placement group): the second actor waits for a CPU,
     the runs go to the first without waiting, the wait is told once, and close() stops the waiting actor too (it
     does not start when the CPU is freed after)."""
-    from ray.util.placement_group import placement_group, remove_placement_group
-
     nodes.add()
-    held = placement_group([{"CPU": 1}])
-    ray.get(held.ready(), timeout=START_S)
     ex = RayExecutor(nodes.address, slots=2, grace_s=3.0)
     try:
         until(lambda: len(ex.actors()) == 1, START_S, "the actor with a CPU started")
@@ -240,7 +240,7 @@ def test_an_actor_the_cluster_has_no_cpu_for_is_not_waited_on_and_close_stops_it
               "the actor waiting for a CPU told")
         actors = [pid for _node, pid in ex.actors()]
         ex.close()
-        remove_placement_group(held)  # the CPU the waiting actor wanted is free now: it must not start
+        held_cpu()  # the CPU the waiting actor wanted is free now: it must not start
         until(lambda: nodes.cpus()[0] == nodes.cpus()[1], 30, f"every CPU free after close(): {nodes.cpus()}")
         until(lambda: not any(_alive(pid) for pid in actors), 30, "the started actor's process ended")
         time.sleep(3.0)
@@ -248,8 +248,41 @@ def test_an_actor_the_cluster_has_no_cpu_for_is_not_waited_on_and_close_stops_it
         assert len(_told(caplog)) == 1
     finally:
         ex.close()
-        if any(pg["state"] != "REMOVED" for pg in ray.util.placement_group_table().values()):
-            remove_placement_group(held)
+
+
+@pytest.mark.slow
+def test_a_run_whose_node_is_lost_with_no_actor_left_comes_back_lost_within_its_bound(humaneval, nodes, held_cpu
+                                                                                     ) -> None:
+    """One slot, on the worker node (the head's CPU held by someone else, as on a head started with --num-cpus=0):
+    the node killed mid-run leaves no live actor for the retry, so the run comes back lost (infra_error, no verdict)
+    once it has waited its time limit + grace_s, not later; the node back, runs pass again."""
+    worker = nodes.add()
+    ex = RayExecutor(nodes.address, slots=1, limits=Limits(suite_timeout_s=1.0), grace_s=3.0)
+    try:
+        until(lambda: len(ex.actors()) == 1, START_S, "the actor started")
+        ((node, pid),) = ex.actors()
+        assert node == worker.node_id
+        task = humaneval["HumanEval/0"]
+        out: list = []
+        runner = threading.Thread(target=lambda: out.append(ex.run(task, marked(task.ground_truth, 0.5))), daemon=True)
+        runner.start()
+        until(lambda: runs_under(pid), START_S, "the run on the worker node")
+        lost_at = time.monotonic()
+        nodes.remove(worker)
+        runner.join(timeout=60)
+        assert not runner.is_alive(), "the run waited on with no actor left"
+        waited = time.monotonic() - lost_at
+        (result,) = out
+        assert not result.passed and "no Ray actor of this executor was alive for 8 s" in (result.infra_error or ""), result
+        assert "Ray actor" in result.details["retried"]["lost"]
+        assert 8 <= waited < 8 + 15, waited  # its time limit (the 5 s floor) + grace_s, then at once
+        nodes.add()
+        until(lambda: len(ex.actors()) == 1, START_S, "an actor on the node that came back")
+        assert ex.run(task, task.ground_truth).passed
+        held_cpu()
+        _close_leaves_nothing(ex, nodes)
+    finally:
+        ex.close()
 
 
 @pytest.mark.slow
