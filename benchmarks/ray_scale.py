@@ -4,11 +4,13 @@ A real cluster (``ray.cluster_utils.Cluster``, through :class:`convcodeworld_gym
 a head node of 1 CPU, and a worker node of 1 CPU that is added before each 2-node pass and removed (SIGKILL, as a
 machine lost) before each 1-node pass. ONE ``RayExecutor`` (``slots=None``: one actor per CPU, growing and shrinking
 with the cluster, as under an autoscaler) judges the same programs in every pass; its node sandboxes' result cache is
-off, and each pass starts once every actor has judged a few programs (its sandbox worker warm). Side by side in the
-same run, on the same programs: the local ``SandboxExecutor`` (no Ray) with 1 and 2 workers, so the table shows what
-Ray costs. Passes go ray 1 node, ray 2 nodes, local 1 worker, local 2 workers, ``--passes`` rounds; each row gives
-every pass, the median, programs per second, and the 2 / 1 ratio beside the ideal 2.0. Every pass's verdicts must be
-the same (the script fails otherwise).
+off, each slot's runs are held to 1 CPU (``SandboxSettings(run_cpus=1)``, the slot's cgroup: what a 1-CPU machine
+gives them), and each pass starts once every actor has judged a few programs (its sandbox worker warm). Side by side
+in the same run, on the same programs: the local ``SandboxExecutor`` (no Ray) with 1 and 2 workers, the same
+settings, so the table shows what Ray costs. Passes go ray 1 node, ray 2 nodes, local 1 worker, local 2 workers,
+``--passes`` rounds; each row gives every pass, the median, programs per second at the median, and the 2 / 1 ratio
+(the median of the rounds' ratios: this machine's speed drifts over minutes) beside the ideal 2.0. Every pass's
+verdicts must be the same (the script fails otherwise).
 
 The programs: the rollout mix of ``judge_rate.py`` (per task the canonical program, a wrong one that runs every test
 and fails, and one that crashes at import), on HumanEval (all 164 tasks: 492 programs) or on every
@@ -35,16 +37,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from judge_rate import rollout_mix
-from convcodeworld_gym.sandbox import ExecutionResult, SandboxExecutor
+from convcodeworld_gym.sandbox import ExecutionResult, SandboxExecutor, SandboxSettings
 from convcodeworld_gym.sandbox.backends.ray import RayExecutor
+from convcodeworld_gym.sandbox.host.profile import import_profile
 from convcodeworld_gym.sandbox.runtimes.needs import choose_tasks
 from convcodeworld_gym.tasks import Task, load_tasks
 from convcodeworld_gym.testing.infra import until
 from convcodeworld_gym.testing.ray_cluster import NodeCluster
 
 Job = tuple[Task, str]
-#: The node executor: one warm sandbox worker, no result cache (every pass judges the same programs).
-UNCACHED = functools.partial(SandboxExecutor, workers=1, cache=False)
+#: The node executor: one warm sandbox worker whose runs get 1 CPU, no result cache (every pass judges the same programs).
+UNCACHED = functools.partial(SandboxExecutor, workers=1, cache=False, settings=SandboxSettings(run_cpus=1.0))
 START_S = 120.0
 
 
@@ -58,15 +61,20 @@ def programs(dataset: str, sample_every: int) -> list[Job]:
     return rollout_mix(list(tasks))
 
 
-def warm(ex: RayExecutor, jobs: list[Job]) -> None:
-    """Judge programs until every started actor has judged some (its sandbox worker up), outside the clock."""
-    nodes = {node for node, _pid in ex.actors()}
-    seen: set[str] = set()
+def warm(run_many: Callable[[list[Job]], list[ExecutionResult]], jobs: list[Job], nodes: set[str], workers: int
+         ) -> None:
+    """Outside the clock: judge one canonical program of each import profile until every node (``nodes``: the Ray
+    actors' nodes; ``{""}`` for the local sandbox) has a warm sandbox worker of each (a node's sandbox starts a
+    worker per profile on its first run), ``workers`` at once on each node."""
+    firsts = list({import_profile(task): (task, task.ground_truth) for task, _program in jobs}.values())
+    seen: set[tuple[str, str]] = set()
     for _ in range(20):
-        seen |= {r.details["ray_node"] for r in ex.run_many(jobs[: 4 * len(nodes)])}
-        if nodes <= seen:
+        results = run_many(firsts * workers * len(nodes))
+        seen |= {(r.details.get("ray_node", ""), r.details["worker_group"]) for r in results}
+        served = {group for _node, group in seen}  # a profile may be served by a larger group
+        if all((node, group) in seen for node in nodes for group in served):
             return
-    raise RuntimeError(f"actors on {nodes - seen} judged nothing")
+    raise RuntimeError(f"not every node warmed every worker group: {sorted(seen)}")
 
 
 def timed(run_many: Callable[[list[Job]], list[ExecutionResult]], jobs: list[Job]) -> tuple[float, list[bool]]:
@@ -116,15 +124,15 @@ def main() -> int:
                     cluster.remove(worker)
                     worker = None
                     until(lambda: len(ex.actors()) == 1, START_S, "the lost node's actor dropped")
-                warm(ex, jobs)
+                warm(ex.run_many, jobs, {node for node, _pid in ex.actors()}, 1)
                 record("ray, 1 node", ex.run_many)
                 worker = cluster.add(cpus=1)
                 until(lambda: len(ex.actors()) == 2, START_S, "an actor on the added node")
-                warm(ex, jobs)
+                warm(ex.run_many, jobs, {node for node, _pid in ex.actors()}, 1)
                 record("ray, 2 nodes", ex.run_many)
                 for workers in (1, 2):
                     with UNCACHED(workers=workers) as local:
-                        local.run(*jobs[0])
+                        warm(local.run_many, jobs, {""}, workers)
                         record(f"local sandbox, {workers} worker{'s' * (workers > 1)}", local.run_many)
         finally:
             ex.close()
@@ -137,8 +145,9 @@ def main() -> int:
     print("|---|---|---:|---:|---:|---:|")
     for one, two in (("ray, 1 node", "ray, 2 nodes"), ("local sandbox, 1 worker", "local sandbox, 2 workers")):
         rate = {label: len(jobs) / statistics.median(seconds[label]) for label in (one, two)}
+        rounds = statistics.median(a / b for a, b in zip(seconds[one], seconds[two]))
         for label in (one, two):
-            ratio = f"**{rate[two] / rate[one]:.2f}x**" if label == two else ""
+            ratio = f"**{rounds:.2f}x**" if label == two else ""
             ideal = "2.0x" if label == two else ""
             print(f"| {label} | {', '.join(f'{s:.1f}' for s in seconds[label])} | "
                   f"{statistics.median(seconds[label]):.1f} | {rate[label]:.2f} | {ratio} | {ideal} |")

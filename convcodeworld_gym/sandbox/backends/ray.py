@@ -175,9 +175,9 @@ class RayExecutor(Executor):
       :func:`run_deadline_s`, when it is stopped) is retried once on another live actor (``details["retried"]``
       names the loss); lost again, it comes back :meth:`~..result.ExecutionResult.lost` (``infra_error``: no
       verdict), never as a failure of the program;
-    * a run waits for an actor only while one is alive or starting within its time limit plus ``grace_s``; with
-      none, it comes back lost after that long. An actor the cluster has no CPU for is not waited on: the runs go
-      to the actors that have started.
+    * a run waits for an idle actor while some actor of the executor is alive (the runs ahead of it end within
+      their deadlines); while none is, at most its time limit + ``grace_s``, then it comes back lost, saying why.
+      An actor the cluster has no CPU for is not waited on: the runs go to the actors that have started.
 
     ``close()`` stops the actors (those still starting too) and the watching thread, and shuts Ray down only when
     this executor started it.
