@@ -301,8 +301,13 @@ class RayExecutor(Executor):
                 timeout = min(r.deadline for r in running.values()) - now
                 if waiting:  # look again soon for an actor freed elsewhere or newly started
                     timeout = min(timeout, _TICK_S)
-                for ref in self._answered(list(running), max(0.0, timeout)):
-                    self._collect(running.pop(ref), ref, waiting)
+                if len(running) == 1 and not waiting:  # one run: its answer awaited at once (one call to Ray)
+                    (ref,) = running
+                    if self._collect(running[ref], ref, waiting, max(0.0, timeout)):
+                        del running[ref]
+                else:
+                    for ref in self._answered(list(running), max(0.0, timeout)):
+                        self._collect(running.pop(ref), ref, waiting)
                 now = time.monotonic()
                 for ref in [ref for ref, r in running.items() if r.deadline <= now]:
                     late = running.pop(ref)
@@ -330,35 +335,36 @@ class RayExecutor(Executor):
             running[ref] = _Running(slot, job, deadline)
 
     def _answered(self, refs: list[Any], timeout: float) -> list[Any]:
-        """The refs among ``refs`` that have an answer, waiting up to ``timeout`` seconds for the first."""
+        """The refs among ``refs`` that have an answer (one at most), waiting up to ``timeout`` seconds for it."""
         try:
-            ready, rest = self._ray.wait(refs, num_returns=1, timeout=timeout)
-            if ready and rest:
-                ready += self._ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+            return self._ray.wait(refs, num_returns=1, timeout=timeout, fetch_local=False)[0]
         except Exception as exc:  # noqa: BLE001 - a connection to the cluster that flaps: deadlines still hold
             _log.debug("waiting on Ray failed (%s); trying again", exc)
             time.sleep(min(timeout, _TICK_S))
             return []
-        return ready
 
-    def _collect(self, done: _Running, ref: Any, waiting: collections.deque[_Job]) -> None:
-        """The answer of a run: its result, a loss of its actor, or the node executor's error."""
+    def _collect(self, done: _Running, ref: Any, waiting: collections.deque[_Job], timeout: float = 0.0) -> bool:
+        """The answer of a run, waited for up to ``timeout`` seconds: its result, a loss of its actor, or the node
+        executor's error. False when there is none yet."""
         exceptions = self._ray.exceptions
         job = done.job
         try:
-            result = self._ray.get(ref, timeout=0)
+            result = self._ray.get(ref, timeout=timeout)
+        except exceptions.GetTimeoutError:
+            return False
         except exceptions.RayTaskError as exc:  # the node executor raised: its error, not the cluster's
             job.error = exc
             self._release(done.slot)
-            return
+            return True
         except (exceptions.RayError, ConnectionError) as exc:  # actor or node died, object lost, client cut off
             self._lost(done, f"the Ray actor running this execution was lost ({_first_line(str(exc))})", waiting)
-            return
+            return True
         self._release(done.slot)
         if job.retried is not None:
             result = replace(result, details={**result.details, "retried": job.retried},
                              wall_time_s=time.monotonic() - job.started)
         job.result = result
+        return True
 
     def _lost(self, lost: _Running, reason: str, waiting: collections.deque[_Job]) -> None:
         """``lost.job``'s actor was lost: drop the actor, and retry the job once on another (first in line)."""
