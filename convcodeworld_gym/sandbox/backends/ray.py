@@ -368,7 +368,7 @@ class RayExecutor(Executor):
 
     def _lost(self, lost: _Running, reason: str, waiting: collections.deque[_Job]) -> None:
         """``lost.job``'s actor was lost: drop the actor, and retry the job once on another (first in line)."""
-        self._drop(lost.slot, stop=True)
+        self._drop(lost.slot)
         job, now = lost.job, time.monotonic()
         if job.retried is None and not self._closed:
             _log.warning("a run of %s was lost on Ray (%s); retrying it on another actor", job.task.task_id, reason)
@@ -422,7 +422,7 @@ class RayExecutor(Executor):
                 self._idle.append(slot)
                 self._freed.notify_all()
 
-    def _drop(self, slot: _Slot, *, stop: bool) -> None:
+    def _drop(self, slot: _Slot) -> None:
         """Forget ``slot`` (lost, or its node gone) and stop its actor; the watcher starts another where CPUs allow."""
         with self._lock:
             if slot not in self._slots:
@@ -433,8 +433,7 @@ class RayExecutor(Executor):
             if slot.node:
                 self._capacity.lost.append(slot.node)
             self._note_live()
-        if stop:
-            self._kill(slot)
+        self._kill(slot)
         self._wake.set()
 
     def _kill(self, slot: _Slot) -> None:
@@ -496,6 +495,8 @@ class RayExecutor(Executor):
         ready, rest = self._ray.wait(list(starting), num_returns=1, timeout=WATCH_S)
         if ready and rest:
             ready += self._ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+        if self._closed:  # close() stopped them
+            return
         rose = False
         for probe in ready:
             slot = starting[probe]
@@ -507,7 +508,7 @@ class RayExecutor(Executor):
                 self._next_start = time.monotonic() + min(30.0, 2.0 ** self._failed_starts)
                 _log.warning("a Ray actor of this executor did not start (%s); starting another in %.0f s if the "
                              "cluster has a CPU for it", self._start_error, self._next_start - time.monotonic())
-                self._drop(slot, stop=True)
+                self._drop(slot)
                 continue
             self._failed_starts = 0
             with self._lock:
@@ -530,7 +531,7 @@ class RayExecutor(Executor):
         with self._lock:
             gone = [slot for slot in self._idle if slot.node and slot.node not in alive]
         for slot in gone:
-            self._drop(slot, stop=True)
+            self._drop(slot)
         if self._slots_asked is None:
             self._wanted = max(self._wanted, room)
         with self._lock:
