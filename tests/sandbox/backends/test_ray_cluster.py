@@ -20,7 +20,9 @@ from convcodeworld_gym.sandbox import Limits
 from convcodeworld_gym.sandbox.host.launch import WORKER_MODULE
 from convcodeworld_gym.testing.infra import descendants, marked, runs_under, until
 
-pytestmark = pytest.mark.ray
+# Every test here starts and kills nodes (15-40 s each on 2 cores): the slow mark, which CI runs
+# (`pytest -m "slow and not full_set"`).
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'convcodeworld-gym[ray]'")
 
 from convcodeworld_gym.sandbox.backends.ray import RayExecutor  # noqa: E402
@@ -174,7 +176,6 @@ def _told(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if SHORTFALL in r.getMessage() and r.levelno == logging.WARNING]
 
 
-@pytest.mark.slow
 def test_a_node_that_comes_back_takes_runs_again(humaneval, nodes, caplog) -> None:
     """A node lost and started again (a restarted machine): the executor starts an actor there and sends it runs,
     with no restart; the shortfall was told once, and its end is logged."""
@@ -198,7 +199,6 @@ def test_a_node_that_comes_back_takes_runs_again(humaneval, nodes, caplog) -> No
         ex.close()
 
 
-@pytest.mark.slow
 def test_a_node_added_mid_batch_takes_runs(humaneval, nodes) -> None:
     """An executor sized by the cluster (``slots=None``) on the head alone: a node added mid-batch (an
     autoscaler's) gets an actor and runs of that batch, with no restart."""
@@ -223,7 +223,6 @@ def test_a_node_added_mid_batch_takes_runs(humaneval, nodes) -> None:
         ex.close()
 
 
-@pytest.mark.slow
 def test_an_actor_the_cluster_has_no_cpu_for_is_not_waited_on_and_close_stops_it(humaneval, nodes, held_cpu, caplog
                                                                                  ) -> None:
     """Two slots on two CPUs, one of them held by someone else (a placement group): the second actor waits for a CPU,
@@ -252,7 +251,6 @@ def test_an_actor_the_cluster_has_no_cpu_for_is_not_waited_on_and_close_stops_it
         ex.close()
 
 
-@pytest.mark.slow
 def test_a_run_whose_node_is_lost_with_no_actor_left_comes_back_lost_within_its_bound(humaneval, nodes, held_cpu
                                                                                      ) -> None:
     """One slot, on the worker node (the head's CPU held by someone else, as on a head started with --num-cpus=0):
@@ -287,7 +285,6 @@ def test_a_run_whose_node_is_lost_with_no_actor_left_comes_back_lost_within_its_
         ex.close()
 
 
-@pytest.mark.slow
 def test_the_heads_connection_flapping_mid_batch_changes_nothing(humaneval, nodes) -> None:
     """The head's GCS stopped for 5 s mid-batch (every connection to the head hangs) and resumed: the runs on the
     actors go on, every verdict is right, and the executor is as elastic after it (a node added takes runs)."""
@@ -316,7 +313,6 @@ def test_the_heads_connection_flapping_mid_batch_changes_nothing(humaneval, node
         ex.close()
 
 
-@pytest.mark.slow
 def test_an_actor_that_stops_answering_is_stopped_at_the_deadline_and_its_run_retried(humaneval, nodes) -> None:
     """The worker node's actor process frozen (SIGSTOP: a node cut off, or hung) while it holds a run: nothing tells
     Ray, so the run's own deadline (run_deadline_s of its limits) ends the wait; the run is retried on the head's
