@@ -13,7 +13,10 @@ Holds:
     marked_runs   the processes of this machine that carry :data:`MARK`
     next_marked   wait for a marked process not seen before (to kill what holds it some other way: a container, an actor)
     worker_of     the sandbox worker process that holds a process of a run
+    descendants   a process and every process that descends from it
+    runs_under    the marked runs whose process descends from a given process (a Ray actor's, say)
     WorkerKiller  the thread that SIGKILLs the worker of each marked run it sees, up to ``times`` workers
+    until         poll a condition until it holds, or fail saying what was awaited
 
 >>> print(marked("def f():\\n    return 1\\n", sleep_s=0.5).splitlines()[-2:])
 ['def f():', '    return 1']
@@ -26,9 +29,11 @@ import signal
 import threading
 import time
 
+from collections.abc import Callable
+
 from ..sandbox.host.launch import WORKER_MODULE
 
-__all__ = ["MARK", "marked", "marked_runs", "next_marked", "worker_of", "WorkerKiller"]
+__all__ = ["MARK", "marked", "marked_runs", "next_marked", "worker_of", "descendants", "runs_under", "WorkerKiller", "until"]
 
 #: What a marked program names its process (at most 15 bytes: the kernel's limit on a process name).
 MARK = "ccw-kill-me"
@@ -88,6 +93,40 @@ def worker_of(pid: int) -> int | None:
             worker = current
         current = _parent(current)
     return worker
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process of this machine that descends from it, as ``/proc`` shows them now."""
+    parents = {int(pid): _parent(int(pid)) for pid in os.listdir("/proc") if pid.isdigit()}
+    found, frontier = [root], {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier}
+        found += sorted(frontier)
+    return found
+
+
+def runs_under(ancestor: int) -> list[int]:
+    """The marked runs (:func:`marked_runs`) whose process descends from process ``ancestor``: the runs a Ray actor
+    of this machine holds, given its pid."""
+    below = set(descendants(ancestor))
+    return [pid for pid in marked_runs() if pid in below]
+
+
+def until(check: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.02) -> float:
+    """Poll ``check`` every ``every_s`` seconds until it is true; the seconds that took.
+
+    Raises:
+        AssertionError: not true within ``timeout_s`` (the message says ``what`` was awaited).
+
+    >>> until(lambda: True, 1.0, "nothing") < 1.0
+    True
+    """
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(every_s)
+    return time.monotonic() - started
 
 
 class WorkerKiller(threading.Thread):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sys
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 from convcodeworld_gym.tasks import Task
+from convcodeworld_gym.testing.infra import until  # noqa: F401 - the tests import it from here
 
 T = TypeVar("T")
 INSTALL = "pip install -e '.[openenv]'"
@@ -31,16 +31,3 @@ def openenv_cli() -> str:
     beside = BIN / "openenv"
     return str(beside) if beside.exists() else (shutil.which("openenv") or "openenv")
 
-
-def until(check: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.02) -> float:
-    """Poll ``check`` every ``every_s`` seconds until it is true; the seconds that took.
-
-    Raises:
-        AssertionError: not true within ``timeout_s`` (the message says ``what`` was awaited).
-    """
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(every_s)
-    return time.monotonic() - started

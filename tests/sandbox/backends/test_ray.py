@@ -91,12 +91,12 @@ def test_a_lost_actor_is_replaced_and_the_execution_retried_on_the_fresh_one(hum
     task = humaneval["HumanEval/0"]
     with RayExecutor(slots=1) as ex:
         assert ex.run(task, task.ground_truth).passed
-        lost = ex._actors[0]
-        ray.kill(lost)  # what losing its node does to an actor
-        _wait_until_dead(lost)  # ray.kill is asynchronous: a call sent at once may still reach the actor
+        (lost,) = ex._slots
+        ray.kill(lost.actor)  # what losing its node does to an actor
+        _wait_until_dead(lost.actor)  # ray.kill is asynchronous: a call sent at once may still reach the actor
         result = ex.run(task, task.ground_truth)
         assert result.passed and "Ray actor" in result.details["retried"]["lost"], result.details
-        assert ex._actors[0] is not lost  # a fresh actor took the slot
+        assert ex._slots[0] is not lost  # a fresh actor took the slot
 
 
 def test_an_actor_lost_mid_run_is_retried_and_lost_twice_has_no_verdict(humaneval, ray_instance) -> None:
@@ -112,7 +112,7 @@ def test_an_actor_lost_mid_run_is_retried_and_lost_twice_has_no_verdict(humaneva
             runner.start()
             for _ in range(kills):  # the actor holding the run, then (twice) the fresh one holding its retry
                 next_marked(seen, timeout_s=60)
-                ray.kill(ex._actors[0])
+                ray.kill(ex._slots[0].actor)
             runner.join(timeout=120)
             assert not runner.is_alive(), "the execution hung after its actor was lost"
             result = out[0]
