@@ -100,8 +100,8 @@ def extract_code(reply: str) -> str:
 
 
 def build_program(task: Task, code: str) -> str:
-    """The program that is executed: the task's import header followed by the model's code; a :class:`Sample`'s
-    own program (:meth:`Sample.program`).
+    """The program that is executed: :meth:`~.tasks.Task.program_for` the model's code (the task's import header
+    followed by it; an input/output task's wrapper of it); a :class:`Sample`'s own program (:meth:`Sample.program`).
 
     >>> from convcodeworld_gym.tasks import Task
     >>> t = Task("t/0", "p", "import os\\ndef task_func():\\n", "task_func", "    return 1\\n", "")
@@ -110,7 +110,7 @@ def build_program(task: Task, code: str) -> str:
     """
     if isinstance(code, Sample):
         return code.program(task)
-    return task.header + code
+    return task.program_for(code)
 
 
 def judged_program(task: Task, code: str, compiles: bool) -> str | None:
