@@ -101,6 +101,8 @@ def _wrapper_source() -> str:
 
 
 _WRAPPER_TEXT: list[str] = []
+#: What the wrapper program and the generated tests import.
+_WRAPPER_IMPORTS = frozenset({"builtins", "io", "json", "linecache", "sys", "threading", "traceback", "unittest"})
 
 
 def wrapper_program(code: str, *, kind: str, header: str = "", func_name: str = "", args: str = "lines") -> str:
@@ -244,6 +246,12 @@ class IOTask(Task):
     def visible_program(self, code: str) -> str:
         """``code`` itself: what compile errors, tracebacks and a simulated user refer to."""
         return code
+
+    @cached_property
+    def module_paths(self) -> frozenset[str]:
+        """The modules the program and the tests import: the wrapper's and ``unittest`` (the standard library), and the
+        task's ``libs``; the judge's own check module is the sandbox's, no need of the task's."""
+        return _WRAPPER_IMPORTS | frozenset(self.libs)
 
     @cached_property
     def test_names(self) -> tuple[str, ...]:
