@@ -72,8 +72,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     try:
         tasks = env.unwrapped.tasks  # type: ignore[attr-defined]
         policies: dict[str, Callable[[Task, int], str]] = {
-            "canonical solution": lambda task, turn: task.ground_truth,
-            "wrong, then canonical": lambda task, turn: _wrong_program(task) if turn == 0 else task.ground_truth,
+            "canonical solution": lambda task, turn: task.solution_code,
+            "wrong, then canonical": lambda task, turn: _wrong_program(task) if turn == 0 else task.solution_code,
         }
         print(f"{env.spec.id if env.spec else ''} on {tasks.name} ({len(tasks)} tasks)")
         for task in tasks.tasks[: args.episodes]:

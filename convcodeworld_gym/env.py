@@ -15,7 +15,7 @@ import contextlib
 import functools
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any
@@ -24,8 +24,8 @@ import gymnasium as gym
 
 from .aio import Call, Plan, run_awaited, run_blocking
 from .combos import DEFAULT_MAX_TURNS, FeedbackConfig
-from .errors import ResetNeeded
-from .extract import build_program, extract_code, judged_program
+from .errors import NoGroundTruth, ResetNeeded
+from .extract import extract_code, judged_program, visible_program
 from .feedback import NO_SYNTAX_ERRORS, compilation_feedback, execution_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
 from .feedback.execution import (FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, rest_after_stop,
@@ -34,7 +34,7 @@ from .observation import (OBSERVATION_KEYS, RENDER_MODES, check_render_mode, mak
                           render_ansi)
 from .protocol import actionable
 from .regressions import TestHistory
-from .sandbox import ExecutionResult, Executor, SandboxExecutor
+from .sandbox import ExecutionResult, Executor, Outcome, SandboxExecutor
 from .sandbox.runtimes.needs import Lacking
 from .selection import select_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
@@ -96,6 +96,33 @@ def _episode_end(terminated: bool, truncated: bool, infra_error: str | None) -> 
     if infra_error is not None:
         return "infra_error"
     return "max_turns" if truncated else None
+
+
+def _refuse_without_ground_truth(tasks: TaskSet, combination: str) -> None:
+    """Raise :class:`~.errors.NoGroundTruth` where a task of ``tasks`` has no canonical solution for the expert to read."""
+    lacking = tuple(task.task_id for task in tasks if not task.has_ground_truth)
+    if lacking:
+        some = ", ".join(lacking[:3]) + (f" and {len(lacking) - 3} more" if len(lacking) > 3 else "")
+        raise NoGroundTruth(
+            f"{combination}: the expert simulated user (SEF) compares the code with each task's canonical solution, and "
+            f"{len(lacking)} of the {len(tasks)} tasks of {tasks.name!r} have none ({some}; LiveCodeBench's rows carry "
+            "no solutions). Play them under a combination without SEF (CF, CF-EF_full, CF-EF_partial-SNF, ...), or pass "
+            "task_ids= of tasks that have one", lacking)
+
+
+def _fraction(result: ExecutionResult, names: Iterable[str]) -> float | None:
+    """The share of the tests ``names`` that passed in ``result`` (None when there are none).
+
+    >>> from convcodeworld_gym.sandbox import TestResult, Outcome
+    >>> r = ExecutionResult((TestResult("a", Outcome.PASSED), TestResult("b", Outcome.FAILED)))
+    >>> _fraction(r, ["a", "b"]), _fraction(r, ["a"]), _fraction(r, [])
+    (0.5, 1.0, None)
+    """
+    wanted = set(names)
+    if not wanted:
+        return None
+    outcomes = {t.name: t.outcome for t in result.tests}
+    return sum(outcomes.get(name) is Outcome.PASSED for name in wanted) / len(wanted)
 
 
 def speak(provider: VerbalFeedback, context: TurnContext) -> Call[VerbalReply | str | None]:
@@ -255,6 +282,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             if len(self.tasks) == 0:
                 raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit "
                                  "(and the warning above on tasks left out for what the runtime lacks)")
+            if self.config.verbal == "expert" and verbal_feedback is None:
+                _refuse_without_ground_truth(self.tasks, self.config.name)
         except BaseException:
             if self._owns_executor:
                 self.executor.close()
@@ -349,7 +378,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             * ``terminated``: the code passed. ``truncated``: it did not, and this was turn ``max_turns``; or
               the infrastructure lost the run (``info["infra_error"]``): the episode ends outside the task.
             * ``info``: ``task_id``; ``turn`` (the turn just judged); ``passed``; ``compile_ok``;
-              ``pass_fraction``; ``canary`` (the task is a canary twin: :mod:`~convcodeworld_gym.tasks.canary`);
+              ``pass_fraction``; ``public_pass_fraction`` and ``hidden_pass_fraction`` (the share that passed of the
+              task's public tests, :attr:`~.tasks.Task.public_tests`, which partial EF shows, and of the others; None
+              where a task has none of them; the reward ignores them); ``canary`` (the task is a canary twin: :mod:`~convcodeworld_gym.tasks.canary`);
               ``tests`` (one ``{"name", "outcome", "traceback"}`` per test);
               ``crash`` (text or None); ``regressed_tests`` (the names of the tests a program of an earlier turn
               of this episode passed and this one fails, in test order; ``[]`` on a step the infrastructure lost:
@@ -421,7 +452,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         if self.config.execution != "none" and program is not None:
             untrimmed = execution_feedback(result, self.config.execution, shown, trim=False, style=self.feedback_style, rest=rest)
         elif self.config.execution != "none" and code and self.feedback_style != "rich":  # the reference ran it anyway
-            untrimmed = compile_error_feedback(build_program(task, code), task.test, self.config.execution, shown,
+            untrimmed = compile_error_feedback(visible_program(task, code), task.test, self.config.execution, shown,
                                                style=self.feedback_style)
         if untrimmed is not None:
             ef = trim_feedback(untrimmed)
@@ -451,6 +482,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "passed": passed,
             "compile_ok": compile_ok,
             "pass_fraction": result.pass_fraction,
+            # the public tests' share (partial EF shows those) and the others' (None where there are none)
+            "public_pass_fraction": _fraction(result, task.public_tests),
+            "hidden_pass_fraction": _fraction(result, (n for n in task.test_names if n not in set(task.public_tests))),
             "canary": isinstance(task, CanaryTwin),  # a twin's pass is the canary, never a reward
             "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
             "crash": result.crash,

@@ -14,6 +14,7 @@ Holds:
     Sample           a BigCodeBench sample: a whole program, run as the reference's fork ran it
     extract_code     reply text -> code text
     build_program    task + code -> the program that is executed
+    visible_program  task + code -> the program as its author wrote it (an I/O task's code, not its wrapper)
     judged_program   the program a step runs, or None when nothing runs
 """
 
@@ -24,7 +25,7 @@ import re
 from .tasks import Task
 from .tasks.record import quiet_compiling
 
-__all__ = ["Code", "Sample", "extract_code", "build_program", "judged_program"]
+__all__ = ["Code", "Sample", "extract_code", "build_program", "visible_program", "judged_program"]
 
 _PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)(?:\r?\n)?[ \t]*```", re.DOTALL | re.IGNORECASE)
 _ANY_BLOCK = re.compile(r"```[^\n`]*\r?\n(.*?)(?:\r?\n)?[ \t]*```", re.DOTALL)
@@ -111,6 +112,21 @@ def build_program(task: Task, code: str) -> str:
     if isinstance(code, Sample):
         return code.program(task)
     return task.program_for(code)
+
+
+def visible_program(task: Task, code: str) -> str:
+    """The program as its author wrote it, what compile errors, code facts and simulated users refer to: the program
+    run (:func:`build_program`), but an input/output task's code itself, not the wrapper that runs it
+    (:meth:`~.tasks.Task.visible_program`).
+
+    >>> from convcodeworld_gym.tasks import IOTask, IOCase
+    >>> t = IOTask("io/0", "p", "", "", "", "", cases=(IOCase("1", "1"),))
+    >>> visible_program(t, "print(input())")
+    'print(input())'
+    """
+    if isinstance(code, Sample):
+        return code.program(task)
+    return task.visible_program(code)
 
 
 def judged_program(task: Task, code: str, compiles: bool) -> str | None:

@@ -203,7 +203,7 @@ def guard_hidden_tests(reply: VerbalReply | str | None, context: TurnContext) ->
     # What the model is shown, and the ground truth: an expert may speak of the solution (its own guard keeps it from
     # quoting it), and a literal the solution holds tells nothing of a test that another reading of the task would not.
     public = "\n".join((context.task.prompt, context.code, context.compilation_feedback, context.execution_feedback or "",
-                        context.task.ground_truth))
+                        context.task.solution_code))
     found = [lit for lit in hidden_literals(context.task, context.hidden_tests, public) if mentions(text, lit)]
     if not found:
         return reply
