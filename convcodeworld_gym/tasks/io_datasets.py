@@ -229,7 +229,11 @@ class _Skip(Exception):
 
 
 def _text(row: Mapping[str, Any], key: str) -> str:
+    """``row[key]`` as text; a date as ISO text (``datasets``' JSON reader reads LiveCodeBench's ``contest_date`` as a
+    timestamp, where the hub's loading script declared a string)."""
     value = row.get(key)
+    if isinstance(value, (datetime.datetime, datetime.date)):
+        return value.isoformat()
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
