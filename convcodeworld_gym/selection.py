@@ -6,7 +6,9 @@ A default task set (no ``task_ids``) leaves out two kinds of task, each remember
 
 * ``judge``: tasks only an in-process judge can judge, where a program can forge its verdict
   (:mod:`.sandbox.host.forgeable`), unless ``allow_forgeable=True``;
-* ``runtime``: tasks whose solution or tests need modules or NLTK data the runtime lacks (:mod:`.sandbox.runtimes.needs`).
+* ``runtime``: tasks whose solution or tests need modules or NLTK data the runtime lacks (:mod:`.sandbox.runtimes.needs`);
+* ``data``: rows the loader could not make a task of (an input/output set's row without tests, or with tests that do
+  not decode: :mod:`.tasks.io_datasets`), left out of every set, asked for by id too.
 
 Tasks asked for by id are all kept; :attr:`Selection.missing` names what the runtime lacks of their needs.
 
@@ -44,7 +46,7 @@ __all__ = ["TASKS_COMMAND", "LeftOut", "Selection", "select_tasks"]
 #: The command that lists each task a default set leaves out, why, and how to get it back.
 TASKS_COMMAND = "convcodeworld tasks"
 
-Kind = Literal["judge", "runtime"]
+Kind = Literal["judge", "runtime", "data"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class LeftOut:
 
     Attributes:
         task_id: the task.
-        kind: ``"judge"`` (only an in-process judge can judge it) or ``"runtime"`` (the runtime lacks what it needs).
+        kind: ``"judge"`` (only an in-process judge can judge it), ``"runtime"`` (the runtime lacks what it needs) or
+            ``"data"`` (its row cannot be judged: no tests, malformed tests).
         detail: the judge's reason (a clause on "tasks": "whose tests ...") or what the runtime lacks
             ("modules pandas and NLTK data 'punkt'").
         why: the whole text its lookup by id raises: why, and how to get it back.
@@ -120,6 +123,8 @@ class Selection:
         if not self.left_out:
             return None
         parts = []
+        if data := self.of_kind("data"):
+            parts.append(f"{len(data)} rows that cannot be judged (no tests, or tests that do not decode)")
         if judge := self.of_kind("judge"):
             parts.append(f"{len(judge)} the split judge cannot judge (allow_forgeable=True judges them in-process)")
         if runtime := self.of_kind("runtime"):
@@ -138,6 +143,9 @@ class Selection:
         lines = [f"{self.source.name}: {self._considered()} tasks{' (standard library only)' if self.stdlib_only else ''}; "
                  f"runtime {runtime}",
                  f"played by default: {len(self.tasks)}; left out: {len(self.left_out)}"]
+        if data := self.of_kind("data"):
+            lines.append(f"  {len(data)} rows that cannot be judged (each line below says why; no option brings them back):")
+            lines += [f"    {n} {reason}" for reason, n in Counter(item.detail for item in data).most_common()]
         if judge := self.of_kind("judge"):
             lines.append(f"  {len(judge)} the split judge cannot judge (their canonical solutions pass only in-process, "
                          "where a program can forge its verdict); allow_forgeable=True judges them in-process:")
@@ -146,8 +154,9 @@ class Selection:
             lines.append(f"  {len(runtime_left)} need what the runtime lacks: "
                          f"{summarize({item.task_id: self.missing[item.task_id] for item in runtime_left})}")
             lines.append(f"    install: {self.install}")
-        if self.left_out:
+        if self.of_kind("judge") or self.of_kind("runtime"):
             lines.append("  Asked for by id (task_ids=[...]) each still runs: judged split, or where it cannot pass.")
+        if self.left_out:
             width = max(len(item.task_id) for item in self.left_out)
             lines.append("")
             lines += [f"{item.task_id:<{width}}  {item.kind:<7}  {item.detail}" for item in self.left_out]
@@ -228,6 +237,8 @@ def _candidates(base: TaskSet, task_ids: tuple[str, ...] | None, stdlib_only: bo
 def _select(base: TaskSet, probe: RuntimeProbe | None, task_ids: tuple[str, ...] | None, stdlib_only: bool,
             allow_forgeable: bool, named: str | None) -> Selection:
     tasks, judged = _candidates(base, task_ids, stdlib_only, allow_forgeable)
+    if task_ids is None:  # the rows its loader could not make a task of, first
+        judged = [LeftOut(task_id, "data", why, why) for task_id, why in base.left_out.items()] + judged
     kept, lacking = select_runnable(tasks, probe)
     python = probe.python if probe is not None else None
     if task_ids is not None:  # asked for by id: every task stays, and says what it lacks
