@@ -13,9 +13,9 @@ driver, the doors) takes it as it is. Its ``test`` is a generated unittest modul
 method per case (``test_01`` ...; the public cases first, in the dataset's order), each a call of
 :func:`~convcodeworld_gym.sandbox.run.iocheck.check_stdio` or ``check_call`` in the judge's process, which compares by
 the dataset's own rule (``rule``) on data and times the call on the judge's clock. The program the sandbox runs for a
-model's code is a wrapper (:meth:`IOTask.program_for`, the source of :mod:`.io_program` followed by the code as a
-string): it defines the entry point the tests call (``run_program`` or ``call_solution``) and returns what the code
-did as data, never a verdict.
+model's code is a small wrapper (:meth:`IOTask.program_for`: the code as a string literal, given to
+:class:`~convcodeworld_gym.sandbox.run.ioprogram.Program`): it binds the entry point the tests call (``run_program`` or
+``call_solution``), which returns what the code did as data, never a verdict.
 
 ``public_tests`` are the dataset's public cases where it has them (LiveCodeBench, CodeContests), else the first
 :data:`~.record.PUBLIC_TEST_COUNT` (TACO, APPS: no split). ``ground_truth`` is the wrapper of the canonical
@@ -39,7 +39,6 @@ import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from .record import TEST_CLASS, Task
@@ -75,8 +74,10 @@ APPS_HEADER = (
 #: What APPS's and TACO's judges add before a standard-input program: the two streams under short names.
 APPS_STDIO_TAIL = "stdin = sys.stdin\nstdout = sys.stdout\n"
 
-_WRAPPER = Path(__file__).with_name("io_program.py")
-_SCRIPT_TAIL = ('\n\nif __name__ == "__main__" and KIND == "stdio":  # as a script: the code on this standard input\n'
+#: The module of the program's process that runs the code (the wrapper program imports it).
+PROGRAM_MODULE = "convcodeworld_gym.sandbox.run.ioprogram"
+_SCRIPT_TAIL = ('\n\nif __name__ == "__main__":  # run as a script: the code on this process\'s standard input\n'
+                "    import sys as _sys\n\n"
                 "    _result = run_program(_sys.stdin.read())\n"
                 "    _sys.stdout.write(_result['stdout'])\n"
                 "    _sys.stderr.write(_result['stderr'] + (_result['error'] or ''))\n"
@@ -92,23 +93,16 @@ class IOCase:
     output: str
 
 
-def _wrapper_source() -> str:
-    source = _WRAPPER_TEXT[0] if _WRAPPER_TEXT else None
-    if source is None:
-        source = _WRAPPER.read_text(encoding="utf-8")
-        _WRAPPER_TEXT.append(source)
-    return source
-
-
-_WRAPPER_TEXT: list[str] = []
-#: What the wrapper program and the generated tests import.
+#: What the wrapper program and the generated tests import (the standard library: the package's own module that runs
+#: the code is the sandbox's, no need of the task's).
 _WRAPPER_IMPORTS = frozenset({"builtins", "io", "json", "linecache", "sys", "threading", "traceback", "unittest"})
 
 
 def wrapper_program(code: str, *, kind: str, header: str = "", func_name: str = "", args: str = "lines") -> str:
-    """The program the sandbox runs for ``code``: :mod:`.io_program`'s source with ``code`` and the task's facts set
-    (as string literals: nothing of ``code`` runs when the module loads). Run as a script, a ``stdio`` program reads
-    its own standard input.
+    """The program the sandbox runs for ``code``: a few lines that give ``code`` and the task's facts, as string
+    literals (nothing of ``code`` runs as the module loads), to a :class:`~convcodeworld_gym.sandbox.run.ioprogram.Program`
+    of the package, and bind its entry point (:data:`ENTRY_POINTS`). Run as a script (with the package importable), a
+    ``stdio`` program reads its own standard input.
 
     >>> program = wrapper_program("print(int(input()) * 2)", kind="stdio")
     >>> namespace = {"__name__": "wrapped"}
@@ -116,9 +110,10 @@ def wrapper_program(code: str, *, kind: str, header: str = "", func_name: str = 
     >>> namespace["run_program"]("21\\n")["stdout"]
     '42\\n'
     """
-    settings = (f"\n\nCODE = {code!r}\nHEADER = {header!r}\nKIND = {kind!r}\nFUNC_NAME = {func_name!r}\n"
-                f"ARGS = {args!r}\n")
-    return _wrapper_source() + settings + _SCRIPT_TAIL
+    entry = ENTRY_POINTS[kind]
+    return (f"from {PROGRAM_MODULE} import Program as _Program\n\n"
+            f"_program = _Program({code!r}, kind={kind!r}, header={header!r}, func_name={func_name!r}, args={args!r})\n"
+            f"{entry} = _program.{entry}\n" + (_SCRIPT_TAIL if kind == "stdio" else ""))
 
 
 def _test_name(index: int, count: int) -> str:

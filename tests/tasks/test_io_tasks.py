@@ -21,7 +21,7 @@ from convcodeworld_gym.errors import DatasetError, LeftOutTaskError, NoGroundTru
 from convcodeworld_gym.feedback.verbal import OfflineSimulator
 from convcodeworld_gym.tasks import IOCase, IOTask, load_tasks
 from convcodeworld_gym.tasks.canary import IOCanaryTwin, make_twin
-from convcodeworld_gym.tasks.io import LIVECODEBENCH_HEADER
+from convcodeworld_gym.tasks.io import APPS_HEADER, APPS_STDIO_TAIL, LIVECODEBENCH_HEADER
 from convcodeworld_gym.tasks.io_datasets import decode_private_tests, load_io_dataset, schema_of
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "io"
@@ -309,6 +309,10 @@ def test_the_wrapper_serves_stdin_forms_threads_and_exit_codes(executor):
     task = _task(cases, rule="taco")
     for name, code in forms.items():
         assert executor.run(task, task.program_for(code)).passed, name
+    for header in (APPS_HEADER + APPS_STDIO_TAIL, LIVECODEBENCH_HEADER):  # both bind stdin (and the second stdout)
+        aliased = _task(cases, rule="taco", import_header=header)
+        code = "n = int(stdin.readline())\nprint(sum(map(int, stdin.readline().split())))\n"
+        assert executor.run(aliased, aliased.program_for(code)).passed, header[:20]
     exit_1 = "import sys\ninput()\nprint(sum(map(int, input().split())))\nsys.exit(1)\n"
     assert not executor.run(task, task.program_for(exit_1)).passed  # TACO's judge reads the exit status
     lcb = _task(cases, rule="livecodebench")

@@ -273,8 +273,10 @@ class _RunTicket:
 
 
 _ALL = "all"  # the one group of an executor given preload=
-#: Imported by every group's workers: the judge imports it for every test that mocks (~10 ms per run otherwise).
-_EVERY_GROUP = ("unittest.mock",)
+#: Imported by every group's workers: ``unittest.mock``, which the judge imports for every test that mocks (~10 ms per run
+#: otherwise), and the two sides of input/output tests, the judge's check and the program's runner (each I/O run
+#: compiled them afresh where no bytecode is written).
+_EVERY_GROUP = ("unittest.mock", "convcodeworld_gym.sandbox.run.iocheck", "convcodeworld_gym.sandbox.run.ioprogram")
 
 
 class _Group:
