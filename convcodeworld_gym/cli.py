@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convcodeworld", description="ConvCodeWorld / ConvCodeBench environments.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="play a few episodes with scripted policies and print each turn")
-    demo.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
+    demo.add_argument("--dataset", help=f"humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?: livecodebench?version=release_v5) or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
     demo.add_argument("--feedback", default="CF-EF_full", help=f"feedback combination (ids: {', '.join(LIVE_IDS)})")
     demo.add_argument("--episodes", type=int, default=3, help="number of tasks to play")
     demo.add_argument("--max-turns", type=int, default=10)
@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     cor.set_defaults(func=cmd_correlate)
 
     check = sub.add_parser("selfcheck", help="run every canonical solution of a task set; report pass rate and failure reasons")
-    check.add_argument("--dataset", default="humaneval", help="humaneval, bigcodebench or a task file")
+    check.add_argument("--dataset", default="humaneval", help="humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?) or a task file")
     check.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
     check.add_argument("--task-ids", help="comma-separated task ids (run even when the runtime lacks what they need)")
     check.add_argument("--limit", type=int, default=None, help="only the first N tasks")
@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
                            description="The tasks gym.make and evaluate leave out of a default set (no --task-ids): those "
                            "only an in-process judge can judge, and those needing modules or NLTK data the runtime lacks; "
                            "per task its id, the kind (judge or runtime) and the reason, then how to get them back.")
-    tasks.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
+    tasks.add_argument("--dataset", help=f"humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?: livecodebench?version=release_v5) or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
     tasks.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
     tasks.add_argument("--allow-forgeable", action="store_true", help="as allow_forgeable=True: keep the tasks only an in-process judge can judge")
     tasks.add_argument("--json", action="store_true", help="print JSON: counts and one record per task left out")
@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "sandbox (the canonical solution must fail the changed test and pass the rest) and write the "
                          "list; list: the verified twins of a task set.")
     can.add_argument("action", choices=("build", "list"))
-    can.add_argument("--dataset", help="humaneval, bigcodebench or a task file (default: bigcodebench)")
+    can.add_argument("--dataset", help="humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?) or a task file (default: bigcodebench)")
     can.add_argument("--limit", type=int, help="first N tasks only")
     can.add_argument("--max-candidates", type=int, default=3, help="build: candidate changes tried per task (default 3)")
     can.add_argument("--out", help="build: the list file (default: ~/.cache/convcodeworld-gym/canaries/<dataset>.json, "
@@ -309,7 +309,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("ids", nargs="*", help="env ids or combinations (CF-EF_full); default: all 9 ConvCodeWorld ids")
     data = ev.add_argument_group("tasks")
-    data.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub; tasks the runtime cannot serve are left out with a warning)")
+    data.add_argument("--dataset", help=f"humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?: livecodebench?version=release_v5) or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub; tasks the runtime cannot serve are left out with a warning)")
     data.add_argument("--stdlib-only", action="store_true", default=None, help="only tasks needing nothing but the standard library")
     data.add_argument("--task-ids", help="comma-separated task ids")
     data.add_argument("--limit", type=int, help="first N tasks only")

@@ -136,7 +136,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
     Args:
         feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
-        dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks. A set named by
+        dataset: ``"bigcodebench"``, ``"humaneval"``, an input/output set (``"livecodebench"``, ``"taco"``,
+            ``"taco-verified"``, ``"codecontests"``, ``"apps"``, with options after ``?``: :mod:`.tasks.io_datasets`),
+            a task-file path in any of those schemas, a :class:`TaskSet` or Tasks. A set named by
             a string is loaded once per process, and what the default set leaves out is worked out once per task
             set and runtime (:mod:`~convcodeworld_gym.selection`): a second env of it costs milliseconds.
         task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`). Without ``task_ids``
