@@ -29,7 +29,6 @@ import os
 import threading
 import warnings
 from collections import OrderedDict
-from pathlib import Path
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Union
@@ -38,7 +37,7 @@ from ..errors import DatasetError, LeftOutTaskError, UnknownTaskError
 from .files import BIGCODEBENCH_ENV, DEFAULT_DATASET, load_bigcodebench, load_task_file, record_to_task
 from .humaneval import load_humaneval
 from .io import IOCase, IOTask
-from .io_datasets import IO_DATASETS, file_fields, is_io_name, load_io_dataset, load_io_file, parse_spec, schema_of
+from .io_datasets import IO_DATASETS, file_schema, is_io_name, load_io_dataset, load_io_file, parse_spec
 from .record import PUBLIC_TEST_COUNT, TEST_CLASS, Task, imported_modules, test_method_names, third_party
 from .canary import CanaryTwin, is_canary, with_canaries
 
@@ -233,7 +232,7 @@ def _named_task_set(key: str) -> TaskSet:
     elif is_io_name(base):
         loaded = load_io_dataset(base, options)
         tasks, name, left_out = loaded.tasks, loaded.name, loaded.left_out
-    elif os.path.exists(base) and (options or (os.path.isfile(base) and schema_of(file_fields(Path(base))) is not None)):
+    elif os.path.exists(base) and (options or file_schema(base) is not None):
         loaded = load_io_file(base, options)
         tasks, name, left_out = loaded.tasks, loaded.name + (key[len(base):] if options else ""), loaded.left_out
     elif os.path.exists(key):

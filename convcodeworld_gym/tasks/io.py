@@ -26,10 +26,14 @@ Holds:
     IOCase           one case: its input and expected output, as text
     IOTask           the task record of this kind
     KINDS            the kinds
-    LIVECODEBENCH_HEADER, APPS_HEADER  the import headers those judges run before the code
+    ENTRY_POINTS     the entry point the tests call, by kind
+    CHECK_MODULE     the judge's module the generated tests import
+    LIVECODEBENCH_HEADER  the imports LiveCodeBench's judge runs before the code
+    APPS_HEADER      the imports APPS' and TACO's judges run before the code
     io_test_source   the generated unittest module of a task's cases, with where each expected output lies in it
     wrapper_program  the program the sandbox runs for some code of a task
     ExpectedChange   one candidate change of an expected output (a canary twin's)
+    changed_expected an expected output changed so that the task's rule reads another answer
     expected_changes the candidate changes of a task's expected outputs
 """
 

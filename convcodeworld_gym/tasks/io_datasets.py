@@ -31,10 +31,15 @@ does not. Call tasks keep their dataset's rule (their expected values are stored
 
 Holds:
     IO_DATASETS           the names and their hub facts
+    SCHEMAS               the four schemas
+    LIVECODEBENCH_VERSIONS  LiveCodeBench's version tags and the files each reads
     IOLoad                what a load gives: the tasks, the rows left out and why
     parse_spec            a name or path with its options
+    is_io_name            whether a name is one of these sets
     load_io_dataset       a named set from the hub (offline: an error at once, naming the fix)
     load_io_file          a local file in any of the four schemas
+    file_schema           which of the four schemas a local file is in, if any
+    file_fields           a local file's fields, read cheaply
     schema_of             which schema a row's fields are
     rows_to_tasks         rows of one schema to tasks (and the rows left out)
     decode_private_tests  LiveCodeBench's private tests, text only
@@ -63,7 +68,7 @@ from ..errors import DatasetError
 from .io import APPS_HEADER, APPS_STDIO_TAIL, LIVECODEBENCH_HEADER, IOCase, IOTask
 from .record import PUBLIC_TEST_COUNT, Task
 
-__all__ = ["IO_DATASETS", "IOLoad", "parse_spec", "load_io_dataset", "load_io_file", "schema_of", "rows_to_tasks",
+__all__ = ["IO_DATASETS", "IOLoad", "parse_spec", "is_io_name", "file_fields", "load_io_dataset", "load_io_file", "file_schema", "schema_of", "rows_to_tasks",
            "decode_private_tests", "LIVECODEBENCH_VERSIONS", "SCHEMAS"]
 
 
@@ -519,6 +524,18 @@ def file_fields(path: Path) -> list[str]:
     except (OSError, ValueError) as exc:
         raise DatasetError(f"cannot read task file {str(path)!r}: {exc}") from None
     return []
+
+
+def file_schema(path: str | os.PathLike[str]) -> str | None:
+    """The input/output schema of a local task file (:func:`schema_of` of its first row's fields), or None: another
+    schema, an unsupported suffix, or a file that cannot be read (the BigCodeBench loader then says what is wrong)."""
+    p = Path(path)
+    if p.suffix not in _BUILDERS or not p.is_file():
+        return None
+    try:
+        return schema_of(file_fields(p))
+    except DatasetError:
+        return None
 
 
 def load_io_file(path: str | os.PathLike[str], options: Mapping[str, str] | None = None, *,

@@ -31,11 +31,15 @@ execution feedback shows it for the tests it shows. Standard library only, so th
 imports it; ``__unittest`` keeps this module's frames out of a failure's traceback.
 
 Holds:
-    RULES        the rules by name
-    compare      whether the program's output matches the expected one under a rule, and why not
-    check_stdio  one standard-input test: call, time, check, compare; fail the test with the facts
-    check_call   one function-call test, the same way
-    trim_text    cut a long text to its first and last lines
+    RULES             the rules by name
+    STDIO_RULES       the rules a standard-input task may name
+    CALL_RULES        the rules a call task may name
+    compare           whether the program's output matches the expected one under a rule, and why not
+    rule_exit_counts  whether a nonzero exit status fails a test under a rule
+    decode_expected   a call test's expected value as its rule reads the stored text
+    check_stdio       one standard-input test: call, time, check, compare; fail the test with the facts
+    check_call        one function-call test, the same way
+    trim_text         cut a long text to its first and last lines
 """
 
 from __future__ import annotations
