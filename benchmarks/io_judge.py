@@ -18,8 +18,10 @@ variable is no global there). Both sides judge the same (task, program) pairs:
   of it is kept in the project.
 
 Reports the verdicts of both (the disagreements listed, each with the reason where the reason is known), and the
-throughput: (task, program) pairs and tests judged per second, and per core (``N`` workers on ``N`` cores), each
-side's median of ``--passes`` passes, the sides interleaved (theirs, ours, theirs, ...). Our executor is made once and
+throughput: (task, program) pairs and tests judged per second (``N`` workers on ``N`` cores), and per core: pairs per
+CPU second of this process and everything it starts (``judge_rate.CpuClock``: a ``cpuacct`` cgroup of its own, so
+what else the machine runs is not counted; else the machine's busy CPU), each side's median of ``--passes`` passes,
+the sides interleaved (theirs, ours, theirs, ...). Our executor is made once and
 its first pass (its workers' start, cold) is reported apart; LiveCodeBench's function makes its process pool at each
 call, as it does in its own runs.
 
@@ -41,6 +43,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from judge_rate import CpuClock
 from convcodeworld_gym.sandbox import SandboxExecutor
 from convcodeworld_gym.tasks import IOTask, load_tasks
 
@@ -262,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workload: {len(tasks)} LiveCodeBench-schema problems, {len(jobs)} (task, program) pairs, {tests} tests "
               f"in all; {args.workers} workers a side on {os.cpu_count()} CPUs; LiveCodeBench at {commit}")
 
-        our_times, their_times = [], []
+        clock = CpuClock()
+        our_times, their_times, our_cpu, their_cpu = [], [], [], []
         our_verdicts = their_verdicts = None
         level, metadata = "?", []
         started = time.monotonic()
@@ -270,11 +274,16 @@ def main(argv: list[str] | None = None) -> int:
             cold, _, _ = ours(executor, jobs, args.workers)
             cold_s = time.monotonic() - started
             for _ in range(args.passes):  # then warm, as in a run or a training loop
+                cpu = clock()
                 seconds, their_verdicts, metadata = theirs(scratch / "lcb", jobs, args.workers, scratch)
                 their_times.append(seconds)
+                their_cpu.append(clock() - cpu)
+                cpu = clock()
                 seconds, our_verdicts, level = ours(executor, jobs, args.workers)
                 our_times.append(seconds)
-        print(f"our confinement: {level}; our first pass, the executor made and its workers started cold: {cold_s:.2f} s")
+                our_cpu.append(clock() - cpu)
+        print(f"our confinement: {level}; our first pass, the executor made and its workers started cold: {cold_s:.2f} s; "
+              f"CPU counted from {clock.source}")
 
         expected = {label: not label[1].startswith(("wrong", "crashing")) for label in labels}
         agree = sum(a == b for a, b in zip(our_verdicts, their_verdicts))
@@ -290,12 +299,17 @@ def main(argv: list[str] | None = None) -> int:
                       f"{str(meta.get('error_message', meta.get('error', '')))[:80]})")
 
         ours_s, theirs_s = statistics.median(our_times), statistics.median(their_times)
+        ours_cpu, theirs_cpu = statistics.median(our_cpu), statistics.median(their_cpu)
         print(f"\nthroughput (median of {args.passes} passes; each pass: {len(jobs)} pairs, {tests} tests):")
-        for name, seconds, all_times in (("ours", ours_s, our_times), ("LiveCodeBench", theirs_s, their_times)):
-            print(f"  {name:<14} {seconds:7.2f} s  {len(jobs) / seconds:7.2f} pairs/s  {tests / seconds:8.1f} tests/s  "
-                  f"per core: {len(jobs) / seconds / args.workers:6.2f} pairs/s, {tests / seconds / args.workers:7.1f} tests/s"
-                  f"  (passes: {', '.join(f'{t:.2f}' for t in all_times)} s)")
-        print(f"  ours / LiveCodeBench's throughput: {theirs_s / ours_s:.2f}x")
+        for name, seconds, cpu, all_times in (("ours", ours_s, ours_cpu, our_times),
+                                              ("LiveCodeBench", theirs_s, theirs_cpu, their_times)):
+            print(f"  {name:<14} {seconds:6.2f} s wall: {len(jobs) / seconds:6.2f} pairs/s, {tests / seconds:6.1f} tests/s; "
+                  f"{cpu:6.2f} CPU s: per core {len(jobs) / cpu:6.2f} pairs/s, {tests / cpu:6.1f} tests/s, "
+                  f"{cpu / len(jobs) * 1000:5.1f} CPU ms a pair  (passes: {', '.join(f'{t:.2f}' for t in all_times)} s)")
+        ratios = [t / o for t, o in zip(their_times, our_times)]
+        cpu_ratios = [t / o for t, o in zip(their_cpu, our_cpu)]
+        print(f"  ours / LiveCodeBench's: wall throughput {statistics.median(ratios):.2f}x, per-core (CPU) throughput "
+              f"{statistics.median(cpu_ratios):.2f}x (medians of the rounds' ratios)")
     return 0
 
 

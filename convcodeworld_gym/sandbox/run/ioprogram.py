@@ -110,6 +110,7 @@ class Program:
         self.code, self.kind, self.header, self.func_name, self.args = str(code), kind, str(header), str(func_name), args
         self._compiled: dict[str, Any] = {}
         self._names: dict[str, Any] | None = None
+        self._stream_names: list[tuple[str, int]] = []  # the header's names bound to a standard stream, and which
         self._streams: tuple[Any, Any, Any] = (sys.stdin, sys.stdout, sys.stderr)
         self._target: tuple[Any, str | None] | None = None
 
@@ -134,11 +135,12 @@ class Program:
                 finally:
                     sys.stdin, sys.stdout, sys.stderr = now
             self._names = names
+            which = {id(stream): index for index, stream in enumerate(self._streams)}
+            self._stream_names = [(key, which[id(value)]) for key, value in names.items()
+                                  if key != "__builtins__" and id(value) in which]
         names = dict(self._names)
-        swap = {id(old): new for old, new in zip(self._streams, streams)}
-        for key, value in names.items():
-            if key != "__builtins__" and id(value) in swap:
-                names[key] = swap[id(value)]
+        for key, index in self._stream_names:
+            names[key] = streams[index]
         return names
 
     def run_program(self, stdin: str) -> dict[str, Any]:
