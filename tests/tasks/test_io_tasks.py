@@ -351,3 +351,13 @@ def test_canary_twins_of_io_tasks_change_an_expected_output_and_the_canonical_so
     _, reward, _, _, info = env.step(_fence(taco["TACO/1"].solution_code))
     assert info["canary"] and not info["passed"] and reward == 0.0
     env.close()
+
+
+def test_selfcheck_runs_the_canonical_solutions_and_names_the_tasks_without_one(executor):
+    from convcodeworld_gym.runs.selfcheck import run_selfcheck
+
+    taco = run_selfcheck(load_tasks(str(FIXTURES / "taco.jsonl")), executor)
+    assert (taco.total, taco.passed, taco.without_solution) == (3, 3, ())
+    lcb = run_selfcheck(load_tasks(str(FIXTURES / "livecodebench.jsonl")), executor)
+    assert (lcb.total, lcb.failures, lcb.without_solution) == (0, {}, ("abc900_a", "3100", "1900_B"))
+    assert "not run: 3 tasks without a canonical solution" in lcb.render()

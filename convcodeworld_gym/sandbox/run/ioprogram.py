@@ -191,8 +191,8 @@ class Program:
             try:
                 target = getattr(found(), self.func_name) if found is not None else module.__dict__[self.func_name]
             except (KeyError, AttributeError):
-                where = f"a method {self.func_name!r} of class Solution" if found is not None else \
-                    f"a function {self.func_name!r}"
+                where = f"method {self.func_name!r} in its class Solution" if found is not None else \
+                    f"function {self.func_name!r}"
                 self._target = (None, f"NameError: the code defines no {where}\n")
             except BaseException as exc:  # noqa: BLE001 - Solution() itself failed
                 self._target = (None, _traceback_text(exc))
