@@ -361,3 +361,22 @@ def test_selfcheck_runs_the_canonical_solutions_and_names_the_tasks_without_one(
     lcb = run_selfcheck(load_tasks(str(FIXTURES / "livecodebench.jsonl")), executor)
     assert (lcb.total, lcb.failures, lcb.without_solution) == (0, {}, ("abc900_a", "3100", "1900_B"))
     assert "not run: 3 tasks without a canonical solution" in lcb.render()
+
+
+def test_the_llm_expert_reads_the_canonical_solution_itself_and_no_hidden_test(executor, tmp_path):
+    from convcodeworld_gym.testing.openai_server import ScriptedOpenAIServer
+
+    taco = load_tasks(str(FIXTURES / "taco.jsonl"))
+    task = taco["TACO/0"]
+    with ScriptedOpenAIServer(fallback="Reasoning: it prints its input.\nUser Feedback: Sum the numbers.") as server:
+        env = ConvCodeWorldEnv("CF-EF_partial-SEF", dataset=taco, executor=executor, simulator_kwargs={
+            "backend": "llm", "base_url": server.base_url, "api_key": "test-key", "model": "m",
+            "cache_path": str(tmp_path / "cache.sqlite")})
+        env.reset(options={"task_id": "TACO/0"})
+        obs, *_ = env.step(_fence(_ECHO_STDIO))
+        env.close()
+        (request,) = server.chat_requests
+    sent = "\n".join(str(m["content"]) for m in request["messages"])
+    assert obs["verbal_feedback"] == "Sum the numbers."
+    assert task.solution_code.strip() in sent and "convcodeworld_gym" not in sent and "_Program" not in sent
+    assert not [v for v in _hidden_values(task) if v in sent]  # partial EF: the public tests' text only
