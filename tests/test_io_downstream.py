@@ -1,7 +1,8 @@
 """Everything downstream of the env takes input/output tasks as they are (issue 49, item 5), on the fixtures of
 ``tests/fixtures/io`` through the real sandbox: the rollout driver with the real ``openai`` client against a scripted
 server on 127.0.0.1, a recorded live run replayed as ConvCodeBench (static), regressions, ``convcodeworld evaluate``
-and its report, and TRL's ``environment_factory`` door (the verifiers door and the episode server have their own
+and its report, and TRL's two doors, ``environment_factory`` and ``rollout_func`` (the verifiers door and the episode
+server have their own
 tests beside theirs: ``tests/training/test_training_verifiers.py``, ``tests/service/test_server_io.py``).
 """
 
@@ -124,3 +125,26 @@ def test_trls_tool_door_judges_an_io_task(executor):
     assert tools.get_reward() == 0.0 and "Not all tests pass" in wrong and "Expected output" in wrong
     assert tools.submit_program(_right("livecodebench.jsonl", "3100")).startswith("All tests pass")
     assert tools.get_reward() == 1.0
+
+
+@pytest.mark.train
+def test_trls_rollout_func_door_plays_io_tasks(executor):
+    """TRL's ``rollout_func`` door on LiveCodeBench's schema: each prompt plays its row's task (a tiny random model on
+    CPU, no download: it writes no program, so every reward is 0.0, and each episode ran in the sandbox)."""
+    pytest.importorskip("trl", reason="the TRL test needs the 'train' extra: pip install -e '.[train]'")
+    from convcodeworld_gym.testing.tiny_model import tiny_model
+    from convcodeworld_gym.training.grpo import grpo_rows, make_rollout_func
+
+    class Trainer:  # what a rollout_func reads of TRL's trainer (no vLLM)
+        use_vllm = False
+        temperature, top_p, top_k, min_p, repetition_penalty = 1.0, 1.0, 0, None, 1.0
+
+        def __init__(self, model, tokenizer) -> None:
+            self.model, self.processing_class = model, tokenizer
+
+    tasks = load_tasks(LCB)
+    model, tokenizer = tiny_model(0)
+    rollout = make_rollout_func(lambda: gym.make("ConvCodeWorld-CF-EF_full-v0", dataset=tasks, max_turns=0,
+                                                 executor=executor), grpo_rows(tasks), turns=1, max_new_tokens=4)
+    out = rollout([t.prompt for t in tasks], Trainer(model, tokenizer))
+    assert out["env_reward"] == [0.0, 0.0, 0.0] and out["canary_passed"] == [None, None, None]
