@@ -631,6 +631,9 @@ def _load_hub_cached(name: str, options: tuple[tuple[str, str], ...]) -> IOLoad:
         elif name == "apps":  # codeparrot's files (its loading script renames id to problem_id: both are read)
             rows = datasets.load_dataset("json", data_files=f"hf://datasets/{hub.hub_id}/{split}.jsonl", split="train")
             label = f"apps:{split}"
+        elif name == "taco":  # the Arrow files its loading script (TACO.py) reads: datasets 4 runs no script
+            rows = datasets.load_dataset("arrow", data_files=f"hf://datasets/{hub.hub_id}/{split}/*.arrow", split="train")
+            label = f"taco:{split}"
         else:
             rows = datasets.load_dataset(hub.hub_id, split=split)
             label = f"{name}:{split}"
