@@ -123,8 +123,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     try:
         tasks = env.unwrapped.tasks  # type: ignore[attr-defined]
         policies: dict[str, Callable[[Task, int], str]] = {
-            "canonical solution": lambda task, turn: task.ground_truth,
-            "wrong, then canonical": lambda task, turn: _wrong_program(task) if turn == 0 else task.ground_truth,
+            "canonical solution": lambda task, turn: task.solution_code,
+            "wrong, then canonical": lambda task, turn: _wrong_program(task) if turn == 0 else task.solution_code,
         }
         print(f"{env.spec.id if env.spec else ''} on {tasks.name} ({len(tasks)} tasks)")
         for task in tasks.tasks[: args.episodes]:
@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the canonical solution, which passes at turn 0, and a wrong program then the canonical solution, which "
         "shows the feedback of one failed turn. Prints every turn: the reward, the share of tests passed and the "
         "feedback texts. Try: convcodeworld demo --dataset humaneval")
-    demo.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
+    demo.add_argument("--dataset", help=f"humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?: livecodebench?version=release_v5) or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
     demo.add_argument("--feedback", default="CF-EF_full", help=f"feedback combination (ids: {', '.join(LIVE_IDS)})")
     demo.add_argument("--episodes", type=_positive_int, default=3, help="number of tasks to play (at least 1)")
     demo.add_argument("--max-turns", type=_count, default=10, help="feedback turns after turn 0")
@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     cor.set_defaults(func=cmd_correlate)
 
     check = sub.add_parser("selfcheck", help="run every canonical solution of a task set; report pass rate and failure reasons")
-    check.add_argument("--dataset", default="humaneval", help="humaneval, bigcodebench or a task file")
+    check.add_argument("--dataset", default="humaneval", help="humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?) or a task file")
     check.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
     check.add_argument("--task-ids", help="comma-separated task ids (run even when the runtime lacks what they need)")
     check.add_argument("--limit", type=int, default=None, help="only the first N tasks")
@@ -325,11 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     tasks = sub.add_parser("tasks", help="list the tasks a task set's default set leaves out on a runtime, why, and how to get them back",
                            description="The tasks gym.make and evaluate leave out of a default set (no --task-ids): those "
-                           "only an in-process judge can judge, those needing modules or NLTK data the runtime lacks, and "
-                           "those whose canonical solutions fail with the runtime's library releases where they are not "
-                           "the pinned ones; per task its id, the kind (judge, runtime or versions) and the reason, then "
-                           "how to get them back.")
-    tasks.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
+                           "only an in-process judge can judge, those needing modules or NLTK data the runtime lacks, those "
+                           "whose canonical solutions fail with the runtime's library releases where they are not the "
+                           "pinned ones, and rows a dataset gives that cannot be judged; per task its id, the kind (judge, "
+                           "runtime, versions or data) and the reason, then how to get them back.")
+    tasks.add_argument("--dataset", help=f"humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?: livecodebench?version=release_v5) or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
     tasks.add_argument("--stdlib-only", action="store_true", help="only tasks that need nothing beyond the standard library")
     tasks.add_argument("--allow-forgeable", action="store_true", help="as allow_forgeable=True: keep the tasks only an in-process judge can judge")
     tasks.add_argument("--json", action="store_true", help="print JSON: counts and one record per task left out")
@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "sandbox (the canonical solution must fail the changed test and pass the rest) and write the "
                          "list; list: the verified twins of a task set.")
     can.add_argument("action", choices=("build", "list"), help="build: verify and write the list; list: show it")
-    can.add_argument("--dataset", help="humaneval, bigcodebench or a task file (default: bigcodebench)")
+    can.add_argument("--dataset", help="humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?) or a task file (default: bigcodebench)")
     can.add_argument("--limit", type=int, help="first N tasks only")
     can.add_argument("--max-candidates", type=int, default=3, help="build: candidate changes tried per task (default 3)")
     can.add_argument("--out", help="build: the list file (default: ~/.cache/convcodeworld-gym/canaries/<dataset>.json, "
@@ -391,7 +391,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("ids", nargs="*", help="env ids or combinations (CF-EF_full); default: all 9 ConvCodeWorld ids")
     data = ev.add_argument_group("tasks")
-    data.add_argument("--dataset", help=f"humaneval, bigcodebench or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub; tasks the runtime cannot serve are left out with a warning)")
+    data.add_argument("--dataset", help=f"humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?: livecodebench?version=release_v5) or a task file (default: bigcodebench, from ${BIGCODEBENCH_ENV} or the hub; tasks the runtime cannot serve are left out with a warning)")
     data.add_argument("--stdlib-only", action="store_true", default=None, help="only tasks needing nothing but the standard library")
     data.add_argument("--task-ids", help="comma-separated task ids")
     data.add_argument("--limit", type=int, help="first N tasks only")

@@ -15,7 +15,7 @@ import contextlib
 import functools
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any
@@ -24,8 +24,8 @@ import gymnasium as gym
 
 from .aio import Call, Plan, run_awaited, run_blocking
 from .combos import DEFAULT_MAX_TURNS, FeedbackConfig
-from .errors import ResetNeeded
-from .extract import REASONING_MODES, ReasoningMode, build_program, judged_program
+from .errors import NoGroundTruth, ResetNeeded
+from .extract import REASONING_MODES, ReasoningMode, judged_program, visible_program
 from .feedback import NO_SYNTAX_ERRORS, execution_feedback, reply_feedback
 from .feedback.context import TurnContext, VerbalFeedback, VerbalReply
 from .feedback.execution import (FEEDBACK_STYLES, FeedbackStyle, compile_error_feedback, rest_after_stop,
@@ -34,7 +34,7 @@ from .observation import (OBSERVATION_KEYS, RENDER_MODES, check_render_mode, mak
                           render_ansi)
 from .protocol import actionable
 from .regressions import TestHistory
-from .sandbox import ExecutionResult, Executor, SandboxExecutor
+from .sandbox import ExecutionResult, Executor, Outcome, SandboxExecutor
 from .sandbox.runtimes.needs import Lacking
 from .selection import select_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
@@ -98,6 +98,18 @@ def _episode_end(terminated: bool, truncated: bool, infra_error: str | None) -> 
     return "max_turns" if truncated else None
 
 
+def _refuse_without_ground_truth(tasks: TaskSet, combination: str) -> None:
+    """Raise :class:`~.errors.NoGroundTruth` where a task of ``tasks`` has no canonical solution for the expert to read."""
+    lacking = tuple(task.task_id for task in tasks if not task.has_ground_truth)
+    if lacking:
+        some = ", ".join(lacking[:3]) + (f" and {len(lacking) - 3} more" if len(lacking) > 3 else "")
+        raise NoGroundTruth(
+            f"{combination}: the expert simulated user (SEF) compares the code with each task's canonical solution, and "
+            f"{len(lacking)} of the {len(tasks)} tasks of {tasks.name!r} have none ({some}; LiveCodeBench's rows carry "
+            "no solutions). Play them under a combination without SEF (CF, CF-EF_full, CF-EF_partial-SNF, ...), or pass "
+            "task_ids= of tasks that have one", lacking)
+
+
 def speak(provider: VerbalFeedback, context: TurnContext) -> Call[VerbalReply | str | None]:
     """The simulated user's words on ``context`` as a :class:`~.aio.Call`: its ``acall`` awaited where it has one
     (the LLM user's async client), else the provider itself (in a thread when awaited)."""
@@ -109,7 +121,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
 
     Args:
         feedback: the combination, as an id part (``"CF-EF_full"``) or :class:`FeedbackConfig`.
-        dataset: ``"bigcodebench"``, ``"humaneval"``, a task-file path, a :class:`TaskSet` or Tasks. A set named by
+        dataset: ``"bigcodebench"``, ``"humaneval"``, an input/output set (``"livecodebench"``, ``"taco"``,
+            ``"taco-verified"``, ``"codecontests"``, ``"apps"``, with options after ``?``: :mod:`.tasks.io_datasets`),
+            a task-file path in any of those schemas, a :class:`TaskSet` or Tasks. A set named by
             a string is loaded once per process, and what the default set leaves out is worked out once per task
             set and runtime (:mod:`~convcodeworld_gym.selection`): a second env of it costs milliseconds.
         task_ids, stdlib_only, limit: subset of the dataset (see :meth:`TaskSet.subset`). Without ``task_ids``
@@ -266,6 +280,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             if len(self.tasks) == 0:
                 raise ValueError("the selected task set is empty; check task_ids / stdlib_only / limit "
                                  "(and the warning above on tasks left out for what the runtime lacks)")
+            if self.config.verbal == "expert" and verbal_feedback is None:
+                _refuse_without_ground_truth(self.tasks, self.config.name)
         except BaseException:
             if self._owns_executor:
                 self.executor.close()
@@ -443,7 +459,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         if self.config.execution != "none" and program is not None:
             untrimmed = execution_feedback(result, self.config.execution, shown, trim=False, style=self.feedback_style, rest=rest)
         elif self.config.execution != "none" and code and self.feedback_style != "rich":  # the reference ran it anyway
-            untrimmed = compile_error_feedback(build_program(task, code), task.test, self.config.execution, shown,
+            untrimmed = compile_error_feedback(visible_program(task, code), task.test, self.config.execution, shown,
                                                style=self.feedback_style)
         if untrimmed is not None:
             ef = trim_feedback(untrimmed)

@@ -9,6 +9,7 @@ Holds:
     MalformedRecordError one record of a task file is wrong (names file, line, field)
     UnknownTaskError     a task id that is not in the loaded task set
     LeftOutTaskError     a task id the task set left out on purpose (says why and how to get it back)
+    NoGroundTruth        the expert simulated user needs canonical solutions the task set's tasks lack
     FeedbackUnavailable  a feedback kind that is not configured
     ExecutorError        the executor itself failed (never raised for bad *model* code)
     InfrastructureError  a run was lost to the infrastructure, also on its retry, where a verdict was needed
@@ -37,6 +38,7 @@ __all__ = [
     "MalformedRecordError",
     "UnknownTaskError",
     "LeftOutTaskError",
+    "NoGroundTruth",
     "FeedbackUnavailable",
     "ExecutorError",
     "InfrastructureError",
@@ -93,6 +95,20 @@ class LeftOutTaskError(UnknownTaskError):
     def __init__(self, message: str, task_id: str, reason: str) -> None:
         super().__init__(message, task_id, reason)  # all in args, so that it pickles (vector env workers)
         self.task_id, self.reason = task_id, reason
+
+
+class NoGroundTruth(ConvCodeWorldError, ValueError):
+    """The expert simulated user (SEF) compares the model's code with the task's canonical solution, and the task set
+    holds tasks that have none (every LiveCodeBench row, some TACO and APPS rows). The message names how many and
+    which, and the fix: a combination without SEF, or ``task_ids=`` of tasks that have one. ``task_ids`` holds the
+    tasks without one."""
+
+    def __init__(self, message: str, task_ids: tuple[str, ...]) -> None:
+        super().__init__(message, task_ids)  # all in args, so that it pickles (vector env workers)
+        self.task_ids = task_ids
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class FeedbackUnavailable(ConvCodeWorldError, NotImplementedError):

@@ -28,6 +28,7 @@ Holds:
     ONLY_A_THOUGHT   the compilation feedback of a reply that is only a thought
     extract_code     reply text -> code text
     build_program    task + code -> the program that is executed
+    visible_program  task + code -> the program as its author wrote it (an I/O task's code, not its wrapper)
     judged_program   the program a step runs, or None when nothing runs
 """
 
@@ -41,7 +42,7 @@ from .tasks import Task
 from .tasks.record import quiet_compiling
 
 __all__ = ["Code", "Sample", "REASONING_MODES", "ReasoningMode", "Reading", "read_reply", "reply_code", "extract_code",
-           "build_program", "judged_program", "UNCLOSED_THOUGHT", "ONLY_A_THOUGHT"]
+           "build_program", "visible_program", "judged_program", "UNCLOSED_THOUGHT", "ONLY_A_THOUGHT"]
 
 _PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)(?:\r?\n)?[ \t]*```", re.DOTALL | re.IGNORECASE)
 _ANY_BLOCK = re.compile(r"```[^\n`]*\r?\n(.*?)(?:\r?\n)?[ \t]*```", re.DOTALL)
@@ -219,8 +220,8 @@ def extract_code(reply: str) -> str:
 
 
 def build_program(task: Task, code: str) -> str:
-    """The program that is executed: the task's import header followed by the model's code; a :class:`Sample`'s
-    own program (:meth:`Sample.program`).
+    """The program that is executed: :meth:`~.tasks.Task.program_for` the model's code (the task's import header
+    followed by it; an input/output task's wrapper of it); a :class:`Sample`'s own program (:meth:`Sample.program`).
 
     >>> from convcodeworld_gym.tasks import Task
     >>> t = Task("t/0", "p", "import os\\ndef task_func():\\n", "task_func", "    return 1\\n", "")
@@ -229,7 +230,22 @@ def build_program(task: Task, code: str) -> str:
     """
     if isinstance(code, Sample):
         return code.program(task)
-    return task.header + code
+    return task.program_for(code)
+
+
+def visible_program(task: Task, code: str) -> str:
+    """The program as its author wrote it, what compile errors, code facts and simulated users refer to: the program
+    run (:func:`build_program`), but an input/output task's code itself, not the wrapper that runs it
+    (:meth:`~.tasks.Task.visible_program`).
+
+    >>> from convcodeworld_gym.tasks import IOTask, IOCase
+    >>> t = IOTask("io/0", "p", "", "", "", "", cases=(IOCase("1", "1"),))
+    >>> visible_program(t, "print(input())")
+    'print(input())'
+    """
+    if isinstance(code, Sample):
+        return code.program(task)
+    return task.visible_program(code)
 
 
 def judged_program(task: Task, code: str, compiles: bool) -> str | None:

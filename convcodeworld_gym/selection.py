@@ -10,6 +10,8 @@ A default task set (no ``task_ids``) leaves out two kinds of task, each remember
 * ``versions``: tasks whose canonical solutions fail with the library releases the runtime has, other than their pinned
   runtime's (:mod:`.sandbox.host.drift`: measured in a runtime of the newest releases), so that no correct program
   scores a silent 0.0 there.
+* ``data``: rows the loader could not make a task of (an input/output set's row without tests, or with tests that do
+  not decode: :mod:`.tasks.io_datasets`), left out of every set, asked for by id too.
 
 Tasks asked for by id are all kept; :attr:`Selection.missing` names what the runtime lacks of their needs.
 
@@ -49,7 +51,7 @@ __all__ = ["TASKS_COMMAND", "LeftOut", "Selection", "select_tasks"]
 #: The command that lists each task a default set leaves out, why, and how to get it back.
 TASKS_COMMAND = "convcodeworld tasks"
 
-Kind = Literal["judge", "runtime", "versions"]
+Kind = Literal["judge", "runtime", "versions", "data"]
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,9 @@ class LeftOut:
 
     Attributes:
         task_id: the task.
-        kind: ``"judge"`` (only an in-process judge can judge it), ``"runtime"`` (the runtime lacks what it needs) or
-            ``"versions"`` (its canonical solution fails with the runtime's releases of its libraries).
+        kind: ``"judge"`` (only an in-process judge can judge it), ``"runtime"`` (the runtime lacks what it needs),
+            ``"versions"`` (its canonical solution fails with the runtime's releases of its libraries) or
+            ``"data"`` (its row cannot be judged: no tests, malformed tests).
         detail: the judge's reason (a clause on "tasks": "whose tests ...") or what the runtime lacks
             ("modules pandas and NLTK data 'punkt'").
         why: the whole text its lookup by id raises: why, and how to get it back.
@@ -126,6 +129,8 @@ class Selection:
         if not self.left_out:
             return None
         parts = []
+        if data := self.of_kind("data"):
+            parts.append(f"{len(data)} rows that cannot be judged (no tests, or tests that do not decode)")
         if judge := self.of_kind("judge"):
             parts.append(f"{len(judge)} the split judge cannot judge (allow_forgeable=True judges them in-process)")
         if runtime := self.of_kind("runtime"):
@@ -146,6 +151,9 @@ class Selection:
         lines = [f"{self.source.name}: {self._considered()} tasks{' (standard library only)' if self.stdlib_only else ''}; "
                  f"runtime {runtime}",
                  f"played by default: {len(self.tasks)}; left out: {len(self.left_out)}"]
+        if data := self.of_kind("data"):
+            lines.append(f"  {len(data)} rows that cannot be judged (each line below says why; no option brings them back):")
+            lines += [f"    {n} {reason}" for reason, n in Counter(item.detail for item in data).most_common()]
         if judge := self.of_kind("judge"):
             lines.append(f"  {len(judge)} the split judge cannot judge (their canonical solutions pass only in-process, "
                          "where a program can forge its verdict); allow_forgeable=True judges them in-process:")
@@ -158,8 +166,9 @@ class Selection:
             lines.append(f"  {len(versions)} whose canonical solutions fail with this runtime's library releases, which "
                          "are not the pinned ones (measured in a runtime of the newest releases); the pinned runtime "
                          "plays them (`convcodeworld runtime install bigcodebench`)")
-        if self.left_out:
+        if self.of_kind("judge") or self.of_kind("runtime") or self.of_kind("versions"):
             lines.append("  Asked for by id (task_ids=[...]) each still runs: judged split, or where it cannot pass.")
+        if self.left_out:
             width = max(len(item.task_id) for item in self.left_out)
             lines.append("")
             lines += [f"{item.task_id:<{width}}  {item.kind:<7}  {item.detail}" for item in self.left_out]
@@ -240,6 +249,8 @@ def _candidates(base: TaskSet, task_ids: tuple[str, ...] | None, stdlib_only: bo
 def _select(base: TaskSet, probe: RuntimeProbe | None, task_ids: tuple[str, ...] | None, stdlib_only: bool,
             allow_forgeable: bool, named: str | None) -> Selection:
     tasks, judged = _candidates(base, task_ids, stdlib_only, allow_forgeable)
+    if task_ids is None:  # the rows its loader could not make a task of, first
+        judged = [LeftOut(task_id, "data", why, why) for task_id, why in base.left_out.items()] + judged
     kept, lacking = select_runnable(tasks, probe)
     python = probe.python if probe is not None else None
     if task_ids is not None:  # asked for by id: every task stays, and says what it lacks

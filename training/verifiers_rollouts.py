@@ -118,7 +118,7 @@ def wrong_program(task: Any) -> str:
 
 def wrong_then_canonical(task: Any, turn: int) -> str:
     """The smoke coder's program at ``turn``: :func:`wrong_program` at turn 0, the canonical solution after."""
-    return wrong_program(task) if turn == 0 else task.ground_truth
+    return wrong_program(task) if turn == 0 else task.solution_code
 
 
 def drafted_wrong(task: Any, turn: int) -> str:

@@ -44,7 +44,7 @@ class OraclePolicy(Policy):
     name = "oracle"
 
     def start(self, task: Task, *, feedback: str, seed: int) -> PolicyEpisode:
-        return _Fixed({0: fenced(task.ground_truth)})
+        return _Fixed({0: fenced(task.solution_code)})
 
 
 class ReplayPolicy(Policy):

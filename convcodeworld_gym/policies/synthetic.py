@@ -221,7 +221,7 @@ class _SyntheticEpisode(PolicyEpisode):
     def __init__(self, coder: SyntheticCoder, task: Task, verbal: str, rng: random.Random) -> None:
         self._coder, self._task, self._verbal, self._rng = coder, task, verbal, rng
         count = sum(rng.random() < coder.bug_rate for _ in range(coder.max_bugs))
-        self.bugs: list[Mutation] = inject_bugs(task.ground_truth, rng, count)
+        self.bugs: list[Mutation] = inject_bugs(task.solution_code, rng, count)
         self._started = False
 
     def act(self, observation: Mapping[str, Any]) -> PolicyReply:
@@ -232,7 +232,7 @@ class _SyntheticEpisode(PolicyEpisode):
                 slips = [m for m in self.bugs if m.kind == "syntax_slip"]
                 self.bugs.remove(slips[0] if level == "compile" and slips else self.bugs[0])
         self._started = True
-        code = apply_mutations(self._task.ground_truth, self.bugs)
+        code = apply_mutations(self._task.solution_code, self.bugs)
         return PolicyReply(f"# SYNTHETIC coder reply ({len(self.bugs)} injected bug(s) left)\n{fenced(code)}")
 
 

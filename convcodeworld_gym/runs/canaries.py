@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..extract import extract_code, judged_program
 from ..sandbox import ExecutionResult, Executor, Outcome
 from ..tasks import Task, TaskSet
-from ..tasks.canary import CanaryList, CanaryTwin, candidate_changes, make_twin, source_digest
+from ..tasks.canary import CanaryList, CanaryTwin, candidate_count, make_twin, source_digest
 
 __all__ = ["Verdict", "canonical_program", "check_twins", "build_list"]
 
@@ -54,8 +54,8 @@ class Verdict:
 
 
 def canonical_program(task: Task) -> str:
-    """The program the env judges when the reply is ``task``'s canonical solution (``task.ground_truth``)."""
-    program = judged_program(task, extract_code(task.ground_truth), True)
+    """The program the env judges when the reply is ``task``'s canonical solution (``task.solution_code``)."""
+    program = judged_program(task, extract_code(task.solution_code), True)
     assert program is not None
     return program
 
@@ -118,7 +118,7 @@ def build_list(tasks: TaskSet, executor: Executor, *, dataset: str, max_candidat
     if max_candidates < 1:
         raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
     excluded: dict[str, str] = {task_id: f"not tried: {why}" for task_id, why in (left_out or {}).items()}
-    counts = {task.task_id: min(len(candidate_changes(task.test)), max_candidates) for task in tasks}
+    counts = {task.task_id: min(candidate_count(task), max_candidates) for task in tasks}
     for task in tasks:
         if counts[task.task_id] == 0:
             excluded[task.task_id] = "no candidate change of its tests"

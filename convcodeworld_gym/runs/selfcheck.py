@@ -65,6 +65,7 @@ class SelfCheckReport:
     confinement: str = ""
     left_out: dict[str, Lacking] = field(default_factory=dict)
     advice: str = ""
+    without_solution: tuple[str, ...] = ()  # tasks with no canonical solution to run (LiveCodeBench's rows): not run
 
     @property
     def pass_rate(self) -> float:
@@ -72,6 +73,9 @@ class SelfCheckReport:
 
     def render(self) -> str:
         lines = [f"selfcheck {self.task_set}: {self.passed}/{self.total} canonical solutions pass ({self.pass_rate:.1%})"]
+        if self.without_solution:
+            some = ", ".join(self.without_solution[:5]) + (", ..." if len(self.without_solution) > 5 else "")
+            lines.append(f"not run: {len(self.without_solution)} tasks without a canonical solution ({some})")
         if self.left_out:
             lines.append(f"left out: {len(self.left_out)} tasks whose needs the runtime does not meet "
                          f"({summarize(self.left_out)}); install: {self.advice}")
@@ -110,14 +114,18 @@ def run_selfcheck(tasks: TaskSet, executor: Executor, *, by_id: bool = False, li
     """Run each task's ground truth through ``executor``; never raises for a failing task.
 
     Unless the tasks were asked for by id (``by_id``), those whose needs the executor's runtime does not
-    meet are left out, with one warning, and listed in ``left_out``; then the first ``limit`` are run.
+    meet are left out, with one warning, and listed in ``left_out``; tasks without a canonical solution (every
+    LiveCodeBench row) are not run and listed in ``without_solution``; then the first ``limit`` are run.
     """
     probe = executor.runtime_probe()
     chosen, lacking = choose_tasks(tasks, probe, by_id=by_id)
+    without = tuple(t.task_id for t in chosen if not t.has_ground_truth)  # nothing to run (LiveCodeBench's rows)
+    if without:
+        chosen = TaskSet(tuple(t for t in chosen if t.has_ground_truth), name=chosen.name, left_out=chosen.left_out)
     chosen = chosen.subset(limit=limit) if limit is not None else chosen
     python = probe.python if probe is not None else sys.executable
     results = _run_all(chosen, executor, progress)
-    report = SelfCheckReport(chosen.name, len(chosen), sum(r.passed for r in results))
+    report = SelfCheckReport(chosen.name, len(chosen), sum(r.passed for r in results), without_solution=without)
     if lacking and not by_id:
         report.left_out = lacking
         report.advice = probe.install_advice(lacking.values(), any(t.from_bigcodebench for t in tasks))

@@ -42,7 +42,7 @@ def add_serve(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     net.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     data = serve.add_argument_group("episodes")
     data.add_argument("--dataset", default=DEFAULT_DATASET,
-                      help=f"humaneval, bigcodebench or a task file (default bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
+                      help=f"humaneval, bigcodebench, livecodebench, taco, taco-verified, codecontests, apps (options after ?: livecodebench?version=release_v5) or a task file (default bigcodebench, from ${BIGCODEBENCH_ENV} or the hub)")
     data.add_argument("--stdlib-only", action="store_true", help="only tasks needing nothing but the standard library")
     data.add_argument("--limit", type=int, default=None, help="first N tasks only")
     data.add_argument("--max-turns", type=int, default=10, help="feedback turns after turn 0 (default 10)")

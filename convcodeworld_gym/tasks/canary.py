@@ -16,7 +16,9 @@ source is kept byte for byte), in this order of preference:
 2. *assertion inverted*: ``self.assertTrue`` <-> ``self.assertFalse``, or ``assert X`` -> ``assert not (X)``.
 
 Candidates of rule 1 come first (test methods in source order, then the assertions of each in source order), then
-those of rule 2. A twin is kept only where the canonical solution passes every other test of the twin and fails the
+those of rule 2. An input/output task's (:class:`~.io.IOTask`: its tests are generated) are its cases' expected
+outputs, each changed so that its dataset's rule reads another answer (:func:`~.io.changed_expected`: the last token
+of a printed answer, the first scalar of a returned value), in case order. A twin is kept only where the canonical solution passes every other test of the twin and fails the
 changed one, run in the sandbox (``convcodeworld canaries build``, :mod:`~convcodeworld_gym.runs.canaries`); the
 first candidate that does so is the task's twin. The verified twins of HumanEval and BigCodeBench v0.1.0_hf ship in
 ``convcodeworld_gym/tasks/canaries/`` (a list per task set: task id, digest of the task's code prompt, canonical
@@ -36,7 +38,9 @@ Holds:
     LISTS_DIR          the package's lists
     Change             one candidate change of a task's tests
     CanaryTwin         a task's canary twin (a :class:`~.record.Task`, with its original and its change)
+    IOCanaryTwin       an input/output task's twin: one case's expected output changed
     candidate_changes  the candidate changes of a test source, in the rule's order
+    candidate_count    how many candidate changes a task has (of its tests, or of its expected outputs)
     make_twin          a task's twin made with one candidate change
     is_canary          whether a task is a canary twin
     canary_id          the twin id of a task id
@@ -52,6 +56,7 @@ Holds:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import datetime
 import functools
 import hashlib
@@ -60,17 +65,19 @@ import math
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ..errors import DatasetError
+from .io import IOTask, expected_changes
 from .record import TEST_CLASS, Task, parse_source
 
 if TYPE_CHECKING:  # the package's TaskSet, named in annotations only (it imports this module: no import back)
     TaskSet = Sequence[Task]
 
-__all__ = ["CanaryRate", "CANARY_SUFFIX", "RULE_VERSION", "FORMAT", "LISTS_DIR", "Change", "CanaryTwin", "candidate_changes", "make_twin", "is_canary",
+__all__ = ["CanaryRate", "CANARY_SUFFIX", "RULE_VERSION", "FORMAT", "LISTS_DIR", "Change", "CanaryTwin", "IOCanaryTwin",
+           "candidate_changes", "candidate_count", "make_twin", "is_canary",
            "canary_id", "source_digest", "CanaryList", "user_lists_dir", "canary_lists", "verified_twins", "with_canaries"]
 
 #: A twin's id is its task's id followed by this.
@@ -298,6 +305,48 @@ def is_canary(task: Task) -> bool:
     return isinstance(task, CanaryTwin)
 
 
+@dataclass(frozen=True)
+class IOCanaryTwin(CanaryTwin, IOTask):
+    """The canary twin of an input/output task (:class:`~.io.IOTask`): one case's expected output changed
+    (:func:`~.io.changed_expected`), so that only a program fitted to that test passes it. Its ``cases`` and ``test``
+    both hold the change; ``change`` says where in ``test``.
+
+    >>> from convcodeworld_gym.tasks.io import IOCase
+    >>> task = IOTask("d/1", "Print twice the number.", "", "", "print(int(input()) * 2)", "",
+    ...               cases=(IOCase("2\\n", "4\\n"), IOCase("3\\n", "6\\n")), public_count=1)
+    >>> twin = make_twin(task, 1)
+    >>> twin.task_id, twin.cases[1].output, twin.change.describe(), isinstance(twin, IOTask)
+    ('d/1/canary', '7\\n', "test_02, line 16: '6\\\\n' -> '7\\\\n'", True)
+    """
+
+    def __post_init__(self) -> None:
+        CanaryTwin.__post_init__(self)
+        IOTask.__post_init__(self)
+
+
+def candidate_count(task: Task) -> int:
+    """How many candidate changes ``task`` has: of its expected outputs (an :class:`~.io.IOTask`:
+    :func:`~.io.expected_changes`), else of its test source (:func:`candidate_changes`)."""
+    return len(expected_changes(task) if isinstance(task, IOTask) else candidate_changes(task.test))
+
+
+def _io_twin(task: IOTask, candidate: int) -> IOCanaryTwin:
+    """``task``'s twin with its candidate expected-output change number ``candidate``."""
+    changes = expected_changes(task)
+    if not 0 <= candidate < len(changes):
+        raise ValueError(f"{task.task_id} has {len(changes)} candidate change(s) of its expected outputs; candidate "
+                         f"{candidate} is not one of them")
+    found = changes[candidate]
+    start, end = task.expected_spans[found.index]
+    change = Change(task.test_names[found.index], "expected", task.test.count("\n", 0, start) + 1, start, end,
+                    task.test[start:end], repr(found.after))
+    cases = list(task.cases)
+    cases[found.index] = replace(cases[found.index], output=found.after)
+    fields = {f.name: getattr(task, f.name) for f in dataclasses.fields(IOTask)}
+    return IOCanaryTwin(**{**fields, "task_id": canary_id(task.task_id), "test": change.apply(task.test),
+                           "cases": tuple(cases)}, original=task, change=change)
+
+
 def make_twin(task: Task, candidate: int = 0) -> CanaryTwin:
     """``task``'s twin made with its candidate change number ``candidate`` (:func:`candidate_changes`).
 
@@ -309,6 +358,8 @@ def make_twin(task: Task, candidate: int = 0) -> CanaryTwin:
     """
     if isinstance(task, CanaryTwin):
         raise ValueError(f"{task.task_id} is a canary twin already; make twins of the tasks themselves")
+    if isinstance(task, IOTask):
+        return _io_twin(task, candidate)
     changes = candidate_changes(task.test)
     if not 0 <= candidate < len(changes):
         raise ValueError(f"{task.task_id} has {len(changes)} candidate change(s) of its tests (rule "

@@ -210,8 +210,41 @@ class Task:
 
     @property
     def ground_truth(self) -> str:
-        """The reference program: ``code_prompt + canonical_solution``."""
+        """The reference program: ``code_prompt + canonical_solution``; what the executor runs to calibrate and
+        check the task."""
         return self.code_prompt + self.canonical_solution
+
+    @property
+    def solution_code(self) -> str:
+        """The canonical solution as its author wrote it: the code a reply holding it would give, what the simulated
+        expert reads and a scripted policy replies. For a unittest task, :attr:`ground_truth` itself; an I/O task's
+        ground truth is a wrapper of it (:class:`~.io.IOTask`)."""
+        return self.ground_truth
+
+    @property
+    def has_ground_truth(self) -> bool:
+        """Whether the task holds a canonical solution (a row of LiveCodeBench, say, has none)."""
+        return bool(self.canonical_solution.strip())
+
+    def program_for(self, code: str) -> str:
+        """The program the sandbox runs for the model's ``code``: the import header (:attr:`header`) followed by it,
+        as the reference runs BigCodeBench code.
+
+        >>> Task("t/0", "p", "import os\\ndef f():\\n", "f", "", "").program_for("def f():\\n    return os.sep")
+        'import os\\ndef f():\\n    return os.sep'
+        """
+        return self.header + code
+
+    def visible_program(self, code: str) -> str:
+        """The program as the model wrote it, what compile errors, code facts and simulated users refer to: here the
+        program run (:meth:`program_for`)."""
+        return self.program_for(code)
+
+    @property
+    def own_time_limits(self) -> tuple[float, float] | None:
+        """The least time limits the task's own data asks for, ``(each test, the whole suite)`` in seconds, which an
+        executor's calibrated limits never go below; None (the default) when calibration alone decides."""
+        return None
 
     @cached_property
     def header(self) -> str:

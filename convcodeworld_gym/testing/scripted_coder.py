@@ -84,7 +84,7 @@ class CoderScript:
         if attempt <= self.wrong_turns:
             code = wrong_program(task, attempt, self.sleepy.get(task.task_id, 0.0))
         else:
-            code = task.ground_truth
+            code = task.solution_code
         text = f"```python\n{code.rstrip()}\n```"
         delay = self.latency_s + (len(fake_tokens(text)) / self.tokens_per_s if self.tokens_per_s else 0.0)
         return Reply(text, delay_s=delay)

@@ -53,7 +53,7 @@ class BugState:
 
 def program(task: Task, state: BugState) -> str:
     """The program text of ``state`` for ``task`` (the ground truth verbatim when correct)."""
-    code = apply_mutations(task.ground_truth, state.bugs)
+    code = apply_mutations(task.solution_code, state.bugs)
     return code.rstrip("\n") + _BREAK if state.broken else code
 
 
@@ -64,7 +64,7 @@ def _seeded(rng: np.random.Generator) -> random.Random:
 
 def _more_bugs(task: Task, state: BugState, count: int, rng: np.random.Generator) -> BugState:
     """``state`` with up to ``count`` new compiling bugs (fewer when the program has few sites)."""
-    pool = inject_bugs(task.ground_truth, _seeded(rng), len(state.bugs) + count + 3)
+    pool = inject_bugs(task.solution_code, _seeded(rng), len(state.bugs) + count + 3)
     new = [m for m in pool if m.kind != "syntax_slip" and m not in state.bugs][:count]
     return replace(state, bugs=state.bugs + tuple(new))
 
@@ -104,7 +104,7 @@ def apply_strategy(name: str, task: Task, state: BugState, rng: np.random.Genera
         return replace(state, broken=True)
     if name == "resample":
         count = int(rng.integers(0, resample_bugs + 1))
-        return BugState(tuple(inject_bugs(task.ground_truth, _seeded(rng), count)))
+        return BugState(tuple(inject_bugs(task.solution_code, _seeded(rng), count)))
     raise ValueError(f"unknown repair strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
 
 
@@ -163,7 +163,7 @@ class SyntheticCandidates:
     def start_state(self, task: Task, rng: np.random.Generator) -> BugState:
         """The bugs of a fresh episode: 1..``max_bugs`` drawn with ``rng``."""
         count = int(rng.integers(1, self.max_bugs + 1))
-        return BugState(tuple(inject_bugs(task.ground_truth, _seeded(rng), count)))
+        return BugState(tuple(inject_bugs(task.solution_code, _seeded(rng), count)))
 
     def state_of(self, task: Task, code: str) -> BugState | None:
         """The bug state of a program this source proposed for ``task``, or None."""

@@ -124,7 +124,7 @@ def test_duplicate_ids_rejected(tmp_path):
 
 
 def test_unknown_dataset_and_task_errors(humaneval, tmp_path):
-    with pytest.raises(DatasetError, match="neither 'bigcodebench', 'humaneval'"):
+    with pytest.raises(DatasetError, match="none of 'bigcodebench', 'humaneval', 'livecodebench'"):
         load_tasks("no-such-dataset")
     with pytest.raises(DatasetError, match="unsupported suffix"):
         (tmp_path / "x.csv").write_text("a")

@@ -31,7 +31,7 @@ if convcodeworld.CLASSIC_API:
 
 import convcodeworld_gym  # noqa: E402,F401 - registers the ids
 from convcodeworld_gym.policies.prompts import refinement_prompt  # noqa: E402
-from convcodeworld_gym.tasks import Task  # noqa: E402
+from convcodeworld_gym.tasks import Task, load_tasks  # noqa: E402
 from convcodeworld_gym.testing import ScriptedOpenAIServer  # noqa: E402
 from convcodeworld_gym.training.tools import SUBMIT_PROGRAM_TOOL, tool_answer  # noqa: E402
 
@@ -410,3 +410,30 @@ def test_a_thought_is_never_judged_through_vf_eval(tmp_path, humaneval):
             episodes = _vf_eval(server, tmp_path / mode, gym_id="ConvCodeWorld-CF-v0", limit=2, max_turns=0,
                                 extra=("--env.taskset.reasoning", mode))
         assert [e["traces"][0]["rewards"]["env_reward"]["score"] for e in episodes] == [expected, expected], mode
+
+
+def test_vf_eval_plays_an_io_task_set_and_records_the_envs_rewards(tmp_path):
+    """LiveCodeBench's schema (tests/fixtures/io), a standard-input and a call task: wrong at turn 0, right after the
+    feedback; the rewards vf-eval records are the env's, and the feedback shown holds the public test's input."""
+    fixtures = ROOT / "tests" / "fixtures" / "io"
+    dataset = str(fixtures / "livecodebench.jsonl")
+    programs = json.loads((fixtures / "programs.json").read_text())["livecodebench.jsonl"]
+    tasks = load_tasks(dataset).subset(limit=2)
+
+    def program(task: Task, turn: int) -> str:
+        return programs[task.task_id]["right" if turn >= 1 else "wrong"][0]
+
+    gym_id = "ConvCodeWorld-CF-EF_partial-v0"
+    with ScriptedOpenAIServer(EXAMPLE.scripted_coder(tasks, program)) as server:
+        cmd = EXAMPLE.vf_eval_command(gym_id=gym_id, dataset=dataset, limit=2, max_turns=1, model="scripted",
+                                      base_url=server.base_url, out=tmp_path, run_name="run")
+        done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    episodes = sorted(EXAMPLE.read_episodes(tmp_path / "run"), key=lambda e: e["task"]["data"]["task_id"])
+    assert [e["task"]["data"]["task_id"] for e in episodes] == sorted(tasks.ids)
+    for episode in episodes:
+        (trace,) = episode["traces"]
+        assert [step["reward"] for step in trace["info"]["convcodeworld"]["steps"]] == [0.0, 1.0]
+        assert trace["rewards"]["env_reward"]["score"] == 1.0
+        feedback = [text for role, text in _messages(trace) if role == "user"][1]
+        assert "Input:" in feedback and "Expected output:" in feedback

@@ -182,7 +182,12 @@ def mentions(text: str, literal: str) -> bool:
 
     >>> mentions("try 1234 here", "1234"), mentions("try 12345", "1234"), mentions("a  [1,  2]", "[1, 2]")
     (True, False, True)
+
+    A literal with more characters than ``text`` (whitespace aside) is not looked for: an input/output task's hidden
+    input can be megabytes, and its pattern would take seconds to build.
     """
+    if len(literal) > len(text) and len("".join(literal.split())) > len("".join(text.split())):
+        return False
     return _bounded(literal).search(text) is not None
 
 
@@ -203,7 +208,7 @@ def guard_hidden_tests(reply: VerbalReply | str | None, context: TurnContext) ->
     # What the model is shown, and the ground truth: an expert may speak of the solution (its own guard keeps it from
     # quoting it), and a literal the solution holds tells nothing of a test that another reading of the task would not.
     public = "\n".join((context.task.prompt, context.code, context.compilation_feedback, context.execution_feedback or "",
-                        context.task.ground_truth))
+                        context.task.solution_code))
     found = [lit for lit in hidden_literals(context.task, context.hidden_tests, public) if mentions(text, lit)]
     if not found:
         return reply

@@ -145,7 +145,7 @@ def build_messages(expertise: Expertise, context: TurnContext) -> list[dict[str,
     ef = context.execution_feedback
     ef_failing = shows_failure(ef)
     if expertise == "expert":
-        pairs = [("Ground Truth Code", _fence(context.task.ground_truth)), ("Previous Code", _fence(context.code))]
+        pairs = [("Ground Truth Code", _fence(context.task.solution_code)), ("Previous Code", _fence(context.code))]
         if ef_failing:
             pairs.append(("Execution Feedback", ef))  # type: ignore[arg-type]
         role, with_ef = _EXPERT_ROLE, ef_failing

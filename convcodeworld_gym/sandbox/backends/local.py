@@ -67,11 +67,12 @@ class LocalExecutor(Executor):
             return refused
         started = time.monotonic()
         workdir = tempfile.mkdtemp(prefix="ccw_")  # no "-": task 1127 splits paths on it
+        limits = self.limits.covering(task.own_time_limits)
         try:
-            events, stop_reason, exit_desc = self._execute(task, program, workdir)
+            events, stop_reason, exit_desc = self._execute(task, program, workdir, limits)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        result = assemble(task.test_names, events, stop_reason, exit_desc, self.limits)
+        result = assemble(task.test_names, events, stop_reason, exit_desc, limits)
         return ExecutionResult(
             tests=result.tests,
             executed=True,
@@ -81,7 +82,7 @@ class LocalExecutor(Executor):
             details={"backend": "local", "confinement": {"level": "process"}, "judge": "inprocess", "forgeable": True},  # the keys the other executors report
         )
 
-    def _execute(self, task: Task, program: str, workdir: str) -> tuple[list[Event], str | None, str]:
+    def _execute(self, task: Task, program: str, workdir: str, limits: Limits) -> tuple[list[Event], str | None, str]:
         token = new_token()
         job = RunnerJob(program=program, test=task.test, test_class=TEST_CLASS, module=MODULE_NAME, token=token,
                         first=task.public_tests)
@@ -108,7 +109,7 @@ class LocalExecutor(Executor):
                 proc.stdin.close()  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass
-            events, stop_reason = collect_events(read_fd, self.limits, lambda: has_exited(proc.pid), token)
+            events, stop_reason = collect_events(read_fd, limits, lambda: has_exited(proc.pid), token)
         finally:
             os.close(read_fd)
             kill_group(proc.pid)  # not reaped before this: proc.wait() below is the reap

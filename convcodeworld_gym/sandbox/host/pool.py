@@ -273,8 +273,10 @@ class _RunTicket:
 
 
 _ALL = "all"  # the one group of an executor given preload=
-#: Imported by every group's workers: the judge imports it for every test that mocks (~10 ms per run otherwise).
-_EVERY_GROUP = ("unittest.mock",)
+#: Imported by every group's workers: ``unittest.mock``, which the judge imports for every test that mocks (~10 ms per run
+#: otherwise), and the two sides of input/output tests, the judge's check and the program's runner (each I/O run
+#: compiled them afresh where no bytecode is written).
+_EVERY_GROUP = ("unittest.mock", "convcodeworld_gym.sandbox.run.iocheck", "convcodeworld_gym.sandbox.run.ioprogram")
 
 
 class _Group:
@@ -492,7 +494,7 @@ class SandboxExecutor(Executor):
                 found = replace(found, imports=import_profile(task))
                 self.profiles.put(key, found)
                 if canonical is not None:  # the canonical run answers its own next request
-                    self._remember(task, task.ground_truth, found.mode, self._limits_for(found), canonical)
+                    self._remember(task, task.ground_truth, found.mode, self._limits_for(found, task), canonical)
         return found
 
     def _known_profile(self, task: Task, key: str) -> TaskProfile | None:
@@ -549,7 +551,7 @@ class SandboxExecutor(Executor):
         except _CalibrationLost as exc:  # no verdict on the program without the task's calibration
             return ExecutionResult.lost(task.test_names, str(exc), details={"backend": self._launcher.backend})
         mode = run_mode(self.judge, task.test, profile.mode if profile is not None else None, self.allow_forgeable)
-        limits = self._limits_for(profile) if profile is not None else self.limits
+        limits = self._limits_for(profile, task) if profile is not None else self.limits.covering(task.own_time_limits)
         return self._run_mode(task, program, mode, limits, profile, ticket)
 
     def close(self) -> None:
@@ -562,10 +564,12 @@ class SandboxExecutor(Executor):
 
     # ----------------------------------------------------------------- internals
 
-    def _limits_for(self, profile: TaskProfile) -> Limits:
+    def _limits_for(self, profile: TaskProfile, task: Task) -> Limits:
+        """The task's limits: calibrated from its canonical time (the executor's own where its canonical solution
+        failed), never below what the task itself asks (:meth:`..limits.Limits.covering`)."""
         if not profile.canonical_passed:
-            return self.limits
-        return self.time_policy.limits_for(profile.canonical_s, self.limits)
+            return self.limits.covering(task.own_time_limits)
+        return self.time_policy.limits_for(profile.canonical_s, self.limits).covering(task.own_time_limits)
 
     def _measure(self, task: Task) -> tuple[TaskProfile, ExecutionResult | None]:
         """Run the canonical solution (split mode first, unless the tests force in-process) to set mode and time.
@@ -576,9 +580,11 @@ class SandboxExecutor(Executor):
         the profile's note says what failed, and whether the retry passed. A canonical run the infrastructure
         lost (also on its retry) marks nothing: :class:`_CalibrationLost` is raised and no profile is stored.
         """
-        cap = self.time_policy.limits_for(None, self.limits)
+        cap = self.time_policy.limits_for(None, self.limits).covering(task.own_time_limits)
         modes = calibration_modes(task.test, self.allow_forgeable)
         first = modes[0]
+        if not task.has_ground_truth:  # nothing to run: the task's own limits, else the executor's, hold
+            return TaskProfile(first, None, False, "no canonical solution to calibrate with"), None
         tried = []
         for mode in modes:
             result = self._canonical_run(task, mode, cap)

@@ -15,7 +15,9 @@ Holds:
     mocks            the tests' mocks, applied in the program's process too
     shared           state the program and the judge share (cwd, files, the random generators)
     rng_fingerprint  fingerprints of the random generators, to see whether a program steered them
+    iocheck          an input/output test's verdict in the judge: its dataset's comparison rule on the program's data
+    ioprogram        the program's side of an input/output test: runs the model's code on an input, returns data
 """
 
 __all__ = ["runner", "events", "judge", "codec", "standin", "mirror", "mirror_allowed", "mocks", "shared",
-           "rng_fingerprint"]
+           "rng_fingerprint", "iocheck", "ioprogram"]

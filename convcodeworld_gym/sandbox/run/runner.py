@@ -46,6 +46,15 @@ else:  # run as a script by LocalExecutor: its own dir is sys.path[0] until main
     from messages import Crash, Done, End, Event, Fault, RunnerJob, Start, seal  # type: ignore[no-redef]
 
     del sys.path[0], sys.modules["messages"]  # a program's own ``import messages`` must not find ours
+    # The judge's own modules the tests may import (an input/output task's checks: ``.iocheck``), found beside this
+    # file through bare packages, as a sandbox worker finds them (``host.launch.worker_boot``): none of the package's
+    # ``__init__`` runs and nothing is added to ``sys.path``.
+    for _name, _path in (("convcodeworld_gym", os.path.dirname(os.path.dirname(sys.path[0]))),
+                         ("convcodeworld_gym.sandbox", os.path.dirname(sys.path[0])),
+                         ("convcodeworld_gym.sandbox.run", sys.path[0])):
+        if _name not in sys.modules:
+            sys.modules[_name] = types.ModuleType(_name)
+            sys.modules[_name].__path__ = [_path]  # type: ignore[attr-defined]
 
 __all__ = ["emit", "run_suite", "ordered", "TestGuard", "ControlFlowRefused", "NO_OUTCOME"]
 

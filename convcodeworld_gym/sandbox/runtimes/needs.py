@@ -83,7 +83,7 @@ def nltk_data_needed(task: Task) -> tuple[str, ...]:
     >>> nltk_data_needed(t)
     ('punkt', 'stopwords')
     """
-    return _nltk_data_needed(task.ground_truth, task.test)
+    return _nltk_data_needed(task.solution_code, task.test)
 
 
 @functools.lru_cache(maxsize=4096)

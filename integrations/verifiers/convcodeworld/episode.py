@@ -120,7 +120,7 @@ async def canonical_passes(spec: EpisodeSpec) -> bool:
     env = await asyncio.to_thread(make_env, spec)
     try:
         await env.areset(options={"task_id": spec.task_id})
-        _, _, _, _, info = await env.astep(env.unwrapped.task.ground_truth)
+        _, _, _, _, info = await env.astep(env.unwrapped.task.solution_code)
     finally:
         await asyncio.to_thread(env.close)
     raise_if_lost(spec.task_id, info)
