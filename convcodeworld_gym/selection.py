@@ -45,6 +45,7 @@ from .sandbox.host.profile import task_digest
 from .sandbox.host.forgeable import unjudgeable
 from .sandbox.runtimes.needs import Lacking, RuntimeProbe, choose_tasks, select_runnable, summarize, warn_once
 from .tasks import DatasetSpec, TaskSet, load_tasks
+from .tasks.io_datasets import UnjudgeableRow
 
 __all__ = ["TASKS_COMMAND", "LeftOut", "Selection", "select_tasks"]
 
@@ -250,7 +251,8 @@ def _select(base: TaskSet, probe: RuntimeProbe | None, task_ids: tuple[str, ...]
             allow_forgeable: bool, named: str | None) -> Selection:
     tasks, judged = _candidates(base, task_ids, stdlib_only, allow_forgeable)
     if task_ids is None:  # the rows its loader could not make a task of, first
-        judged = [LeftOut(task_id, "data", why, why) for task_id, why in base.left_out.items()] + judged
+        judged = [LeftOut(task_id, "data", why, why) for task_id, why in base.left_out.items()
+                  if isinstance(why, UnjudgeableRow)] + judged
     kept, lacking = select_runnable(tasks, probe)
     python = probe.python if probe is not None else None
     if task_ids is not None:  # asked for by id: every task stays, and says what it lacks

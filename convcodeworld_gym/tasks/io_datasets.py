@@ -68,8 +68,15 @@ from ..errors import DatasetError
 from .io import APPS_HEADER, APPS_STDIO_TAIL, LIVECODEBENCH_HEADER, IOCase, IOTask
 from .record import PUBLIC_TEST_COUNT, Task
 
-__all__ = ["IO_DATASETS", "IOLoad", "parse_spec", "is_io_name", "file_fields", "load_io_dataset", "load_io_file", "file_schema", "schema_of", "rows_to_tasks",
+__all__ = ["IO_DATASETS", "IOLoad", "UnjudgeableRow", "parse_spec", "is_io_name", "file_fields", "load_io_dataset", "load_io_file", "file_schema", "schema_of", "rows_to_tasks",
            "decode_private_tests", "LIVECODEBENCH_VERSIONS", "SCHEMAS"]
+
+
+class UnjudgeableRow(str):
+    """Why a loader left a row out (no tests, tests that do not decode): a reason of a task set's ``left_out`` that
+    the selection lists as kind ``data`` (a task left out for what a runtime lacks has a plain ``str`` reason)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -472,7 +479,7 @@ def rows_to_tasks(rows: Iterable[Mapping[str, Any]], schema: str, *, source: str
             else:
                 task = _apps_like_task(row, task_id, source, schema)
         except _Skip as why:
-            left_out[task_id] = f"the row cannot be judged: {why}"
+            left_out[task_id] = UnjudgeableRow(f"the row cannot be judged: {why}")
             continue
         if task is None:
             continue
