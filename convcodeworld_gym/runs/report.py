@@ -8,6 +8,10 @@ Markdown (``report.md``) and CSV (``pass_at_turn.csv``, ``mrr_recall.csv``); the
 ``evaluate`` on the folder plays it again). The files are never written over a file this package did not write
 (:func:`.rundir.claim`).
 
+A run of many trajectories per task (``convcodeworld evaluate --samples N``) gives each task's mean over its samples in
+Tables 1 and 2, and Table 1b beside them: pass@k (%) at each turn, per combination, for k = 1, 2, 4, ... N
+(``pass_at_k.csv``; its header only for a run of one trajectory per task).
+
 Beside the scores, never part of them (:mod:`.watch`): Table 3, the share (%) of episodes with a turn-by-turn
 regression, per combination and per turn (``regressions.csv``); and the canary pass rate of the canary twins the run
 played (:mod:`~convcodeworld_gym.tasks.canary`; ``canary.csv``), whose rows the scores leave out."""
@@ -38,7 +42,7 @@ __all__ = ["Report", "scores_by_combination", "load_report", "write_report", "pl
 
 #: Files :func:`write_report` writes, by role.
 REPORT_FILES = {"markdown": "report.md", "pass_csv": "pass_at_turn.csv", "mrr_csv": "mrr_recall.csv", "plot": "pass_at_turn.png",
-                "regressions_csv": "regressions.csv", "canary_csv": "canary.csv"}
+                "regressions_csv": "regressions.csv", "canary_csv": "canary.csv", "pass_at_k_csv": "pass_at_k.csv"}
 
 
 def _label(name: str) -> str:
@@ -123,6 +127,20 @@ class Report:
         rows = [[str(t)] + [_percent(s.pass_at(t)) for s in self.scores.values()] for t in self.turns]
         return header, rows
 
+    @property
+    def samples(self) -> int:
+        """Trajectories per task (the most of any combination; 1 for a run of one per task)."""
+        return max((s.samples for s in self.scores.values()), default=1)
+
+    def pass_at_k_table(self) -> tuple[list[str], list[list[str]]]:
+        """Header and rows of Table 1b: ``Combination``, ``k``, then pass@k (%) at each turn; one row per combination
+        and k (:func:`~convcodeworld_gym.metrics.sample_ks`), none for a combination of one trajectory per task."""
+        header = ["Combination", "k"] + [str(t) for t in self.turns]
+        rows = [[_label(n), str(k)] + [_percent(values[t - s.first_turn]) if 0 <= t - s.first_turn < len(values) else ""
+                                       for t in self.turns]
+                for n, s in self.scores.items() for k, values in s.pass_at_k.items()]
+        return header, rows
+
     def mrr_table(self) -> tuple[list[str], list[list[str]]]:
         """Header and rows of Table 2: ``Metric`` then MRR and Recall (%) per combination."""
         header = ["Metric"] + [_label(n) for n in self.scores]
@@ -152,6 +170,10 @@ class Report:
         tasks = f"{counts[0]} tasks" if len(counts) == 1 else "tasks per combination: " + ", ".join(
             f"{_label(n)} {s.n_tasks}" for n, s in self.scores.items()
         )
+        if self.samples > 1:
+            tasks += (f", {self.samples} trajectories each (per task the mean over them)"
+                      if len({s.samples for s in self.scores.values()}) == 1 else
+                      ", trajectories per task: " + ", ".join(f"{_label(n)} {s.samples}" for n, s in self.scores.items()))
         left_out = {n: s.left_out for n, s in self.scores.items() if s.left_out}
         if left_out:  # no verdict: a run of theirs was lost to the infrastructure, also on its retry
             tasks += "; left out, a run lost to the infrastructure: " + ", ".join(
@@ -204,7 +226,12 @@ class Report:
         )
         watched = self.watch_markdown()
         watched = f"{watched}\n\n" if watched else ""
-        return f"{_md(*self.pass_table())}\n\n{c1}\n\n{_md(*self.mrr_table())}\n\n{c2}\n\n{watched}{legend}\n"
+        at_k = ""
+        if self.samples > 1:
+            at_k = (f"{_md(*self.pass_at_k_table())}\n\nTable 1b. pass@k (%) at each turn: the chance that at least one "
+                    "of k of a task's trajectories, drawn without replacement, passes there (the unbiased estimate from "
+                    "all of them), averaged over tasks; k = 1 is Table 1's Pass@1.\n\n")
+        return f"{_md(*self.pass_table())}\n\n{c1}\n\n{at_k}{_md(*self.mrr_table())}\n\n{c2}\n\n{watched}{legend}\n"
 
 
 def _percent(share: float | None) -> str:
@@ -336,8 +363,9 @@ def write_report(
     run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, compensate_init: bool = True,
     exclude_init_solved: bool = False, fill_cf: bool = False,
 ) -> tuple[Report, dict[str, Path]]:
-    """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv``, ``pass_at_turn.png``, ``regressions.csv`` and
-    ``canary.csv`` (its header only when the run played no canary twin) into ``out_dir`` (default: the run directory). Returns the report and the paths by role.
+    """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv``, ``pass_at_turn.png``, ``regressions.csv``,
+    ``canary.csv`` (its header only when the run played no canary twin) and ``pass_at_k.csv`` (its header only for a run
+    of one trajectory per task) into ``out_dir`` (default: the run directory). Returns the report and the paths by role.
     The keyword options are :func:`load_report`'s.
 
     Raises:
@@ -354,6 +382,7 @@ def write_report(
         paths["mrr_csv"].write_text(_csv(*report.mrr_table()), encoding="utf-8")
         paths["regressions_csv"].write_text(_csv(*report.regression_table()), encoding="utf-8")
         paths["canary_csv"].write_text(_csv(*report.canary_table()), encoding="utf-8")
+        paths["pass_at_k_csv"].write_text(_csv(*report.pass_at_k_table()), encoding="utf-8")
         plot_pass_at_turn(report, paths["plot"])
         record_written(out, REPORT_FILES.values())
     except OSError as exc:

@@ -74,7 +74,7 @@ def split_canaries(rows: Iterable[TurnRecord]) -> tuple[list[TurnRecord], list[T
 def _verdicts(rows: Iterable[TurnRecord]) -> dict[str, list[list[TurnRecord]]]:
     """Per combination, its episodes (turns in order) that hold no turn the infrastructure lost."""
     by_combination: dict[str, list[list[TurnRecord]]] = {}
-    for (feedback, _task_id), turns in group_episodes(rows).items():
+    for (feedback, _task_id, _sample), turns in group_episodes(rows).items():
         if not any(row.infra_error for row in turns):
             by_combination.setdefault(feedback, []).append(turns)
     return by_combination
