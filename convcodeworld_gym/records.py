@@ -118,6 +118,10 @@ class TurnRecord:
             share of episodes with one.
         canary: the task is a canary twin (``info["canary"]``, :mod:`~convcodeworld_gym.tasks.canary`): its row
             counts towards the canary pass rate, never towards Pass@1, MRR or Recall.
+        perturbation: on a task the env perturbed (``perturb=``, :mod:`~convcodeworld_gym.tasks.perturb`), the swap and
+            whether this program followed it (``info["perturbation"]``: ``{"kind", "seed", "tests", "followed"}``);
+            ``{}`` otherwise. The feedback texts of the row are the perturbed copy's, ``passed`` and ``reward`` the
+            task's own; ``followed`` counts beside the scores, never in them.
         reasoning: the reasoning the endpoint returned apart from the reply of the call whose reply this row judged
             (``reasoning_content``: :attr:`~convcodeworld_gym.policies.PolicyReply.reasoning`); ``""`` when none. Never
             judged: ``code`` comes from ``reply`` alone (a thought inside ``reply`` is removed before, under the env's
@@ -149,6 +153,7 @@ class TurnRecord:
     regressed_tests: list[str] = field(default_factory=list)
     canary: bool = False
     reasoning: str = ""
+    perturbation: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,6 +226,7 @@ def turn_record(
         regressed_tests=[str(name) for name in info.get("regressed_tests") or ()],
         canary=bool(info.get("canary", False)),
         reasoning=str(reasoning or ""),
+        perturbation=dict(info.get("perturbation") or {}),
     )
 
 

@@ -14,7 +14,9 @@ Tables 1 and 2, and Table 1b beside them: pass@k (%) at each turn, per combinati
 
 Beside the scores, never part of them (:mod:`.watch`): Table 3, the share (%) of episodes with a turn-by-turn
 regression, per combination and per turn (``regressions.csv``); and the canary pass rate of the canary twins the run
-played (:mod:`~convcodeworld_gym.tasks.canary`; ``canary.csv``), whose rows the scores leave out."""
+played (:mod:`~convcodeworld_gym.tasks.canary`; ``canary.csv``), whose rows the scores leave out; and, for a run played
+with perturbed public tests (``perturb=``, :mod:`~convcodeworld_gym.tasks.perturb`), the share of its programs that
+followed the perturbation (in ``report.md``)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ from ..records import METADATA_FILE, TURNS_FILE, TurnRecord, make_folder, read_t
 from .log_scores import carried_turn0_scores, combinations, run_scores
 from ..tasks.canary import CanaryRate
 from .rundir import claim, read_metadata, record_written
-from .watch import RegressionShares, canary_rates, regression_shares, split_canaries
+from ..tasks.perturb import FollowRate
+from .watch import RegressionShares, canary_rates, follow_rates, regression_shares, split_canaries
 
 __all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "pass_at_turn_figure",
            "headless_pyplot",
@@ -102,6 +105,8 @@ class Report:
             that played any; their rows take no part in ``scores``.
         unfinished: episodes of the log that are not finished (a run still going, or cut short), left out of
             everything.
+        follows: combination -> the programs judged on perturbed tasks and how many followed the perturbation
+            (:class:`~convcodeworld_gym.tasks.perturb.FollowRate`), for the combinations that played any.
     """
 
     scores: Mapping[str, Scores]
@@ -114,6 +119,7 @@ class Report:
     regressions: Mapping[str, RegressionShares] = field(default_factory=dict)
     canaries: Mapping[str, CanaryRate] = field(default_factory=dict)
     unfinished: int = 0
+    follows: Mapping[str, FollowRate] = field(default_factory=dict)
 
     @property
     def turns(self) -> range:
@@ -215,6 +221,13 @@ class Report:
             parts.append(f"{_md(*self.canary_table())}\n\nCanary twins: tasks whose one changed test contradicts their "
                          "description, played beside the tasks and left out of Tables 1-3; their pass rate is never part "
                          f"of the scores.{note}")
+        if self.follows:
+            header = ["Combination", "Programs on perturbed tasks", "Followed", "Following rate (%)"]
+            rows = [[_label(n), str(f.programs), str(f.followed), _percent(f.rate)] for n, f in self.follows.items()]
+            parts.append(f"{_md(header, rows)}\n\nPerturbed public tests: two public tests of these tasks showed each "
+                         "other's expected value; a program *followed* when it passed a swapped test as shown (the wrong "
+                         "expectation). Scored on the true tests in Tables 1-3; the following rate is never part of the "
+                         "scores.")
         return "\n\n".join(parts)
 
     def markdown(self) -> str:
@@ -298,6 +311,7 @@ def load_report(
         regressions=regression_shares(rows),
         canaries=canary_rates(twins),
         unfinished=len(unfinished),
+        follows=follow_rates(rows),
     )
 
 
