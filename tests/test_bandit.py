@@ -253,3 +253,46 @@ def test_trl_reward_function_logs_beside_the_reward(log16, demo_tasks, executor)
     assert fn.__name__ == "convcodeworld_binary"
     assert follow_line([{"reward": 1.0}]) == ("perturbation-following rate per step (never in the reward): -; programs "
                                               "on perturbed contexts: -")
+
+
+def test_perturbed_contexts_report_the_following_rate_beside_the_reward(tmp_path, humaneval, executor):
+    """A log played on perturbed public tests (two trajectories of HumanEval/0: a wrong program, then the canonical
+    one; recorded with RecordEpisodes, the second episode sample 1): its contexts after turn 1 carry the perturbation;
+    the canonical solution is rewarded 1.0 and does not follow it, the test fitter's program (what the feedback
+    shows, hard-coded) follows it and is rewarded 0.0 on the true tests; the rate is reported, never rewarded."""
+    import gymnasium as gym
+
+    from convcodeworld_gym.bandit import BatchSummary
+    from convcodeworld_gym.policies.base import fenced
+    from convcodeworld_gym.testing.test_fitter import TestFitterPolicy
+    from convcodeworld_gym.wrappers import RecordEpisodes
+
+    task = humaneval["HumanEval/0"]
+    env = RecordEpisodes(gym.make("ConvCodeWorld-CF-EF_partial-v0", dataset="humaneval", executor=executor,
+                                  feedback_style="rich", max_turns=2, perturb="swap_public_outputs"), tmp_path)
+    for _ in range(2):
+        env.reset(options={"task_id": task.task_id})
+        env.step(fenced(task.code_prompt + "    return None\n"))
+        env.step(fenced(task.ground_truth))
+    env.close()
+    assert sorted({(r.sample, r.turn) for r in read_turns(tmp_path)}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    contexts = bandit_contexts(tmp_path, "humaneval")
+    later = [c for c in contexts if c.turn == 1]
+    assert len(later) == 2 and all(c.perturbation == {"kind": "swap_public_outputs", "seed": 0} for c in later)
+    assert all(c.perturbation == {} for c in contexts if c.turn == 0)  # no feedback shown: nothing perturbed
+    shown = later[0].messages[-1]["content"]
+    fitted = TestFitterPolicy().start(task, feedback="", seed=0).act({"execution_feedback": shown}).text
+    pairs = [(later[0], fenced(task.ground_truth)), (later[0], fitted), (later[1], "no code")]
+    scores = Scorer(executor=executor).score(pairs)
+    assert [(s.reward, s.followed) for s in scores] == [(1.0, False), (0.0, True), (0.0, False)]
+    summary = BatchSummary.of(scores)
+    assert (summary.reward, summary.follows.programs, summary.follows.followed) == (1 / 3, 3, 1)
+    assert "perturbation-following rate (never in the reward) 0.333 of 3" in summary.line()
+    row = later[0].row()
+    verl = compute_score(solution_str=fitted, ground_truth=row["reward_model"]["ground_truth"],
+                         extra_info=row["extra_info"])
+    assert (verl["score"], verl["perturbed"], verl["followed"]) == (0.0, 1.0, 1.0)
+    logged: dict = {}
+    reward_function(Scorer(executor=executor))(prompts=[0, 0], completions=[fenced(task.ground_truth), fitted],
+                                               extra_info=[row["extra_info"]] * 2, log_metric=logged.__setitem__)
+    assert logged == {"bandit/pass_rate": 0.5, "bandit/follow_rate": 0.5, "bandit/perturbed_programs": 2.0}

@@ -462,7 +462,7 @@ def bandit_contexts(
             contexts.append(Context(task.task_id, spec, feedback, -1, 0,
                                     _messages(template, task, (), system, max_reply_chars, max_feedback_chars),
                                     0.0, 0.0 if task.public_tests else None,
-                                    0.0 if len(task.test_names) > len(task.public_tests) else None, (), perturbation))
+                                    0.0 if len(task.test_names) > len(task.public_tests) else None, ()))  # no feedback shown: nothing perturbed
         if validation:
             chosen = [t for t in trajectories if t.change > 0]
         elif dynamic_sampling:
