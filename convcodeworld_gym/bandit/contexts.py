@@ -48,6 +48,8 @@ the turn, the best pass rates, the perturbation), never a test or a solution.
 
 Holds:
     TEMPLATES        the named templates
+    Template         a template: a name of TEMPLATES, or a callable
+    DATA_SOURCE      every row's ``data_source``
     Context          one context: its task, turn, messages, best pass rates so far, perturbation
     LoggedTrajectory one logged trajectory with its pass rates per turn
     ContextCounts    what each rule kept and dropped

@@ -8,9 +8,10 @@ program's output with a literal: two of them swap their expected values.
 
 What "expected value" means for a unittest test method, read from the test source alone (parsed with :mod:`ast`,
 never executed; the rest of the source is kept byte for byte): the first literal, in source order, that is the one
-literal side of an equality assertion (``self.assertEqual`` and its kin, ``assert x == literal``: the canary twins'
-rule, :mod:`.canary`), or that is bound to a name ``expected`` (how the input/output task kinds write a case's
-expected output into their generated tests: such tasks need nothing more). A public test with neither has no
+literal side of an exact equality assertion (``self.assertEqual`` and its kin, ``assert x == literal``, as the canary
+twins read them, :mod:`.canary`; not ``assertAlmostEqual``, whose tolerance may let a program pass either value), or
+that is bound to a name ``expected`` (how the input/output task kinds write a case's expected output into their
+generated tests: such tasks need nothing more); never one inside a ``try`` block (a failure there may be caught). A public test with neither has no
 expected value to swap. Among a task's public tests that have one, a draw seeded by ``(seed, task id)`` orders them
 and the first two whose values differ (numbers: not within 1e-6 of each other) swap their literals' source text. A
 task with fewer than two such tests is not perturbed (:func:`perturbation` returns None, and the env plays it as it
@@ -43,7 +44,6 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -79,16 +79,36 @@ def _is_expected_name(target: ast.expr) -> bool:
     return isinstance(target, ast.Name) and target.id == "expected"
 
 
+#: Equality assertions whose tolerance, not the literal, decides: their literal is no expected value to swap.
+_TOLERANT = frozenset({"assertAlmostEqual", "assertAlmostEquals"})
+
+
+def _in_try(method: ast.AST) -> set[int]:
+    """The ids of the nodes of ``method`` inside the body of a ``try`` (an assertion's failure there may be caught)."""
+    inside: set[int] = set()
+    for node in ast.walk(method):
+        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            for stmt in node.body:
+                inside.update(id(n) for n in ast.walk(stmt))
+    return inside
+
+
 def _expected_literal(method: ast.AST) -> ast.expr | None:
-    """The first literal of ``method`` (source order) that an equality assertion compares with, or that is bound to
-    ``expected``."""
+    """The first literal of ``method`` (source order) that an exact equality assertion compares with, or that is
+    bound to ``expected``, outside any ``try`` body."""
     found: list[ast.expr] = []
+    caught = _in_try(method)
     for node in _assertions(method):
+        if id(node) in caught or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                                  and node.func.attr in _TOLERANT):
+            continue
         sides = _compared(node)
         literal = [side for side in sides or () if _is_literal(side)]
         if len(literal) == 1:
             found.append(literal[0])
     for node in ast.walk(method):
+        if id(node) in caught:
+            continue
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and _is_expected_name(node.targets[0]) \
                 and _is_literal(node.value):
             found.append(node.value)
@@ -124,11 +144,11 @@ def expected_values(task: Task) -> tuple[Expected, ...]:
 
 
 def _differ(a: Any, b: Any) -> bool:
-    """Whether two expected values are told apart by an equality assertion (numbers: by more than 1e-6, so that an
-    ``assertAlmostEqual`` still fails a program that is right)."""
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    """Whether two expected values are told apart by an equality assertion (numbers, complex ones too: by more than
+    1e-6, relative to the larger above 1)."""
+    numbers = all(isinstance(v, (int, float, complex)) and not isinstance(v, bool) for v in (a, b))
     if numbers:
-        return not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
+        return abs(a - b) > 1e-6 * max(1.0, abs(a), abs(b))
     try:
         return bool(a != b) or type(a) is not type(b)
     except Exception:  # noqa: BLE001 - a literal whose comparison fails: take it as different
