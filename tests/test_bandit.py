@@ -276,6 +276,9 @@ def test_perturbed_contexts_report_the_following_rate_beside_the_reward(tmp_path
         env.step(fenced(task.ground_truth))
     env.close()
     assert sorted({(r.sample, r.turn) for r in read_turns(tmp_path)}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    report = load_report(tmp_path)  # the honest programs of the log: 4 on the perturbed task, none followed
+    assert (report.follows["CF-EF_partial"].programs, report.follows["CF-EF_partial"].followed) == (4, 0)
+    assert "| CF EF(partial) |                           4 |        0 |                0.0 |" in report.markdown()
     contexts = bandit_contexts(tmp_path, "humaneval")
     later = [c for c in contexts if c.turn == 1]
     assert len(later) == 2 and all(c.perturbation == {"kind": "swap_public_outputs", "seed": 0} for c in later)
@@ -296,3 +299,20 @@ def test_perturbed_contexts_report_the_following_rate_beside_the_reward(tmp_path
     reward_function(Scorer(executor=executor))(prompts=[0, 0], completions=[fenced(task.ground_truth), fitted],
                                                extra_info=[row["extra_info"]] * 2, log_metric=logged.__setitem__)
     assert logged == {"bandit/pass_rate": 0.5, "bandit/follow_rate": 0.5, "bandit/perturbed_programs": 2.0}
+
+
+def test_bigcodebench_candidates_score_on_all_tests(bigcodebench, executor):
+    """BigCodeBench contexts (built by hand: the scorer needs only the task and the best rate so far): the canonical
+    solution passes all tests, the function returning None none; public and hidden shares come from the task's
+    first 3 test methods and the others."""
+    from convcodeworld_gym.policies.base import fenced
+
+    pairs = []
+    for task_id in ("BigCodeBench/8", "BigCodeBench/15"):
+        task = bigcodebench[task_id]
+        context = Context(task_id, "bigcodebench", "CF-EF_partial", 0, 1, (), best_pass_rate=0.5)
+        pairs += [(context, fenced(task.ground_truth)), (context, fenced(task.code_prompt + "    return None\n"))]
+    scores = Scorer(executor=executor, reward="shaped").score(pairs)
+    assert [s.passed for s in scores] == [True, False, True, False]
+    assert [s.reward for s in scores] == pytest.approx([1.0, -0.2, 1.0, -0.2])  # 0 below best 0.5: -0.1 - 0.1
+    assert all(s.public_pass_fraction == 1.0 and s.hidden_pass_fraction == 1.0 for s in scores[::2])

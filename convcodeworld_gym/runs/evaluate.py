@@ -556,11 +556,12 @@ def _run_combination(
             async for trajectory in played:  # in task order: the log's order does not depend on timing
                 if trajectory.replay_of is not None:  # no verdict on a turn: the episode was played again
                     summary.replayed[feedback] += 1
-                    log(f"note: {feedback} {trajectory.task_id}: a run was lost to the infrastructure "
+                    which = trajectory.task_id + (f" (sample {trajectory.sample})" if trajectory.sample else "")
+                    log(f"note: {feedback} {which}: a run was lost to the infrastructure "
                         f"({trajectory.replay_of.infra_error}); the episode was played again")
                     if trajectory.infra_error is not None:
                         summary.infra_lost[feedback] += 1
-                        log(f"note: {feedback} {trajectory.task_id}: a run was lost to the infrastructure again "
+                        log(f"note: {feedback} {which}: a run was lost to the infrastructure again "
                             f"({trajectory.infra_error}); the episode is logged with infra_error and left out of the metrics")
                 await asyncio.to_thread(writer.write_episode, list(trajectory.rows))
                 summary.played[feedback] += 1
