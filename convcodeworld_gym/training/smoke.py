@@ -213,8 +213,8 @@ def scripted_bandit_generate(model: Any, tokenizer: Any, tasks: Sequence[Task], 
 def bandit_smoke_line(group: int) -> str:
     """What the bandit program's smoke run prints about who played its groups of ``group`` generations.
 
-    >>> bandit_smoke_line(4).split(":")[0]
-    'smoke run: in each group of 4, scripted players took 2 places beside the tiny random model\'s 2'
+    >>> bandit_smoke_line(4).split(": ")[1]
+    "in each group of 4, scripted players took 2 places beside the tiny random model's 2"
     """
     return (f"smoke run: in each group of {group}, scripted players took {SMOKE_SCRIPTED} places beside the tiny random "
             f"model's {group - SMOKE_SCRIPTED}: the canonical solution (reward 1.0) and the test fitter, which hard-codes "
