@@ -325,7 +325,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     def score(self, round: BanditRound, reply: str) -> float:
         """The reward of ``reply`` in ``round``: 1.0 iff its code passes all the task's tests.
 
-        Uses its own judge on the same executor, so it does not disturb a running episode.
+        Uses its own judge on the same executor, so it does not disturb a running episode. One reply at a time: a
+        batch of candidates for many contexts is :class:`convcodeworld_gym.bandit.Scorer`'s (all runs together).
 
         Raises:
             InfrastructureError: the infrastructure lost the run, also on its retry: there is no reward to give
