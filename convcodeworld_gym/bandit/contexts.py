@@ -459,12 +459,12 @@ def bandit_contexts(
         kept_tasks += 1
         perturbed = next((dict(t.rows[0].perturbation) for t in trajectories if t.rows[0].perturbation), {})
         perturbation = {"kind": perturbed["kind"], "seed": perturbed["seed"]} if perturbed else {}
-        if include_turn0:
+        if include_turn0:  # no feedback shown: nothing perturbed
             turn0 += 1
             contexts.append(Context(task.task_id, spec, feedback, -1, 0,
                                     _messages(template, task, (), system, max_reply_chars, max_feedback_chars),
                                     0.0, 0.0 if task.public_tests else None,
-                                    0.0 if len(task.test_names) > len(task.public_tests) else None, ()))  # no feedback shown: nothing perturbed
+                                    0.0 if len(task.test_names) > len(task.public_tests) else None, ()))
         if validation:
             chosen = [t for t in trajectories if t.change > 0]
         elif dynamic_sampling:

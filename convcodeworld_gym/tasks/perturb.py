@@ -8,14 +8,14 @@ program's output with a literal: two of them swap their expected values.
 
 What "expected value" means for a unittest test method, read from the test source alone (parsed with :mod:`ast`,
 never executed; the rest of the source is kept byte for byte): the first literal, in source order, that is the one
-literal side of an exact equality assertion (``self.assertEqual`` and its kin, ``assert x == literal``, as the canary
-twins read them, :mod:`.canary`; not ``assertAlmostEqual``, whose tolerance may let a program pass either value), or
-that is bound to a name ``expected`` (how the input/output task kinds write a case's expected output into their
-generated tests: such tasks need nothing more); never one inside a ``try`` block (a failure there may be caught). A public test with neither has no
-expected value to swap. Among a task's public tests that have one, a draw seeded by ``(seed, task id)`` orders them
-and the first two whose values differ (numbers: not within 1e-6 of each other) swap their literals' source text. A
-task with fewer than two such tests is not perturbed (:func:`perturbation` returns None, and the env plays it as it
-is: ``info["perturbed"]`` is False).
+literal side of an exact equality assertion (``self.assertEqual`` and its kin, ``assert x == literal``, as the
+canary twins read them, :mod:`.canary`; not ``assertAlmostEqual``, whose tolerance may let a program pass either
+value), or that is bound to a name ``expected`` (how the input/output task kinds write a case's expected output into
+their generated tests: such tasks need nothing more); never one inside a ``try`` block (a failure there may be
+caught). A public test with neither has no expected value to swap. Among a task's public tests that have one, a draw
+seeded by ``(seed, task id)`` orders them and the first two whose values differ (numbers: not within 1e-6 of each
+other) swap their literals' source text. A task with fewer than two such tests is not perturbed
+(:func:`perturbation` returns None, and the env plays it as it is: ``info["perturbation"]`` is ``{}``).
 
 The env (``ConvCodeWorldEnv(perturb="swap_public_outputs", perturb_seed=...)``) runs every program twice: on the
 perturbed copy (:attr:`Perturbation.shown`, whose result is the execution feedback shown and the simulated user's
@@ -203,7 +203,8 @@ class Perturbation:
 
 def _draw(task_id: str, seed: int) -> random.Random:
     """The generator of a task's draw: the same on every machine and in every process for ``(seed, task_id)``."""
-    return random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{task_id}".encode("utf-8", "surrogatepass")).digest()[:8], "big"))
+    digest = hashlib.sha256(f"{seed}:{task_id}".encode("utf-8", "surrogatepass")).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 @functools.lru_cache(maxsize=8192)
