@@ -434,6 +434,10 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--feedback-style", choices=FEEDBACK_STYLES, default="reference",
                      help="execution feedback text: reference (default, the text the paper's models saw), corrected "
                      "(the reference's text with its defects fixed) or rich (source lines, whole tracebacks)")
+    run.add_argument("--samples", type=_positive_int, default=1, metavar="N",
+                     help="trajectories per task and id (default 1): each its own episode (rows carry `sample`), the "
+                     "policy seeded --seed + sample; the report adds pass@k; contexts for bandit learning are cut from "
+                     "them (docs/training.md)")
     run.add_argument("--concurrency", type=_positive_int, default=2, help="episodes in flight (on one event loop, sharing one executor; against a model endpoint, tens to hundreds)")
     run.add_argument("--seed", type=int, default=0, help="given to the policy for every episode and to the "
                      "simulated user (offline policies and users are deterministic given it)")
@@ -536,6 +540,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         turn0=args.turn0,
         canary=args.canary,
         canary_seed=args.canary_seed,
+        samples=args.samples,
     )
     tasks_label = f"{dataset}{'-stdlib' if stdlib_only else ''}{f'-limit{args.limit}' if args.limit is not None else ''}"
     out = Path(args.out or Path("runs") / _slug(f"{policy.name}-{Path(tasks_label).name}"))
@@ -619,7 +624,7 @@ def _print_report(run_dir: Path | str, out: str | None, args: argparse.Namespace
     print()
     print(report.markdown())
     print(f"tables: {paths['markdown']}, {paths['pass_csv']}, {paths['mrr_csv']}, {paths['regressions_csv']}, "
-          f"{paths['canary_csv']}")
+          f"{paths['canary_csv']}" + (f", {paths['pass_at_k_csv']}" if report.samples > 1 else ""))
     print(f"plot: {paths['plot']}")
     return 0
 

@@ -40,6 +40,7 @@ from .selection import select_tasks
 from .spaces import MAX_TEXT_CHARS, UnicodeText
 from .tasks import DEFAULT_DATASET, DatasetSpec, Task, TaskSet, load_tasks
 from .tasks.canary import CanarySpec, CanaryTwin, with_canaries
+from .tasks.perturb import PERTURBATIONS, Perturbation, perturbation
 
 __all__ = ["ConvCodeWorldEnv", "Timings", "OBSERVATION_KEYS", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_REPLY_CHARS", "speak"]
 
@@ -182,6 +183,13 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             test to contradict it: only a program fitted to the tests passes it. Its episodes are marked
             (``info["canary"]``) and its reward is always 0.0: the canary pass rate is reported beside the reward,
             never in it. A dataset that holds twins already (``with_canaries(tasks, ...)``) is played as it is.
+        perturb, perturb_seed: ``"swap_public_outputs"``: on every task with two public tests whose expected values
+            differ (:mod:`~convcodeworld_gym.tasks.perturb`; the draw seeded by ``perturb_seed``), those two tests
+            swap their expected values in what the feedback shows: each program is run on the perturbed copy (the
+            execution feedback and the simulated user's view) and on the task itself (the reward, ``passed``, the
+            tests and pass fractions: the truth). ``info["perturbation"]`` names the swap and whether the program
+            passed a swapped test as shown (``followed``): reported beside the reward, never in it. Other tasks are
+            played as they are (``info["perturbation"]`` is ``{}``).
 
     Observation (a ``Dict`` of text fields and the turn): ``task`` (the instruction),
     ``code`` (the code judged this step), ``compilation_feedback``, ``execution_feedback`` and
@@ -235,8 +243,13 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         rerun_passed: bool = False,
         canary: CanarySpec = None,
         canary_seed: int = 0,
+        perturb: str | None = None,
+        perturb_seed: int = 0,
     ) -> None:
         self.config = FeedbackConfig.parse(feedback)
+        if perturb is not None and perturb not in PERTURBATIONS:
+            raise ValueError(f"perturb={perturb!r} is no perturbation; use one of {', '.join(PERTURBATIONS)} (or None)")
+        self.perturb, self.perturb_seed = perturb, int(perturb_seed)
         if feedback_style not in FEEDBACK_STYLES:
             raise ValueError(f"feedback_style must be one of {FEEDBACK_STYLES}, got {feedback_style!r}")
         self.feedback_style: FeedbackStyle = feedback_style
@@ -305,6 +318,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         self._last_judged: tuple[str | None, ExecutionResult] | None = None  # (EF shown, result) of the last step
         self._in_flight = False  # a reset or step awaits its run: the env takes no other call meanwhile
         self._history = TestHistory()  # the tests this episode's programs passed so far (info["regressed_tests"])
+        self._perturbation: Perturbation | None = None  # the current task's (perturb=), or None
 
     # ------------------------------------------------------------------ API
 
@@ -340,6 +354,10 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             self._task = self._choose_task(options or {})
             if isinstance(self._task, CanaryTwin):  # its task's judge mode and limits: its canonical fails by design
                 yield Call(self.executor.derive, None, (self._task.original, self._task))
+            self._perturbation = (perturbation(self._task, self.perturb, self.perturb_seed)
+                                  if self.perturb is not None and not isinstance(self._task, CanaryTwin) else None)
+            if self._perturbation is not None:  # the same: the perturbed copy's canonical fails its swapped tests
+                yield Call(self.executor.derive, None, (self._task, self._perturbation.shown))
             yield Call(self.executor.prepare, self.executor.aprepare, (self._task,))  # its first step then costs like any other
         self._turn = 0
         self._done = False
@@ -354,6 +372,7 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "feedback": self.config.name,
             "actionable": True,
             "canary": isinstance(self._task, CanaryTwin),
+            "perturbation": self._perturbation_info(None),
         }
         return obs, info
 
@@ -383,6 +402,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
               public tests, :attr:`~convcodeworld_gym.tasks.Task.public_tests`, and of the others that passed; None where
               it has none of them: facts beside the reward, never in it);
               ``canary`` (the task is a canary twin: :mod:`~convcodeworld_gym.tasks.canary`);
+              ``perturbation`` (``perturb=``: ``{"kind", "seed", "tests", "followed"}`` on a perturbed task, where
+              ``followed`` says whether the program passed a swapped test as the feedback showed it, None without a
+              verdict; ``{}`` otherwise; the reward, ``passed`` and the tests are the true task's);
               ``tests`` (one ``{"name", "outcome", "traceback"}`` per test);
               ``crash`` (text or None); ``regressed_tests`` (the names of the tests a program of an earlier turn
               of this episode passed and this one fails, in test order; ``[]`` on a step the infrastructure lost:
@@ -440,16 +462,15 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         compiled_at = time.perf_counter()
 
         program = judged_program(task, code, compile_ok)  # a sample runs whenever its program compiles
+        perturbed = self._perturbation
+        shown_task = perturbed.shown if perturbed is not None else task  # what the feedback shows (perturb=)
         rest: ExecutionResult | None = None
         if program is not None:
             with self._one_call_at_a_time():
-                result = yield Call(self.executor.run, self.executor.arun, (task, program))
-                after = rest_after_stop(task, result) if self.config.execution != "none" else None
-                if after is not None:  # a time limit stopped a test: the tests after it run apart, as the reference's went on
-                    self.executor.derive(task, after)
-                    rest = yield Call(self.executor.run, self.executor.arun, (after, program))
+                result, rest = yield from self._run_plan(task, program)
+                shown_result, rest = (yield from self._run_plan(shown_task, program)) if perturbed is not None else (result, rest)
         else:
-            result = ExecutionResult.not_executed(task.test_names, "Not run: the code does not compile.")
+            result = shown_result = ExecutionResult.not_executed(task.test_names, "Not run: the code does not compile.")
         executed_at = time.perf_counter()
 
         ef: str | None = None
@@ -457,20 +478,21 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         lacking = self.missing.get(task.task_id, Lacking())
         shown = visible_tests(task, self.feedback_style)
         if self.config.execution != "none" and program is not None:
-            untrimmed = execution_feedback(result, self.config.execution, shown, trim=False, style=self.feedback_style, rest=rest)
+            untrimmed = execution_feedback(shown_result, self.config.execution, shown, trim=False, style=self.feedback_style,
+                                           rest=rest)
         elif self.config.execution != "none" and code and self.feedback_style != "rich":  # the reference ran it anyway
-            untrimmed = compile_error_feedback(visible_program(task, code), task.test, self.config.execution, shown,
+            untrimmed = compile_error_feedback(visible_program(task, code), shown_task.test, self.config.execution, shown,
                                                style=self.feedback_style)
         if untrimmed is not None:
             ef = trim_feedback(untrimmed)
             if lacking:  # a task asked for by id whose needs this runtime does not meet: say so first
                 ef = lacking.note() + "\n" + ef
-        self._last_judged = (ef, result)
+        self._last_judged = (ef, shown_result)
         vf: str | None = None
         verbal: VerbalReply | str | None = None
-        lost = result.infra_error  # no verdict: nothing for a simulated user to speak about
-        if self.verbal_feedback is not None and lost is None:
-            context = TurnContext(task, turn, code, compile_ok, cf, ef, result, self.config)
+        lost = result.infra_error or shown_result.infra_error  # no verdict: nothing for a simulated user to speak about
+        if self.verbal_feedback is not None and lost is None:  # the user sees what the feedback shows (perturb=)
+            context = TurnContext(shown_task, turn, code, compile_ok, cf, ef, shown_result, self.config)
             with self._one_call_at_a_time():
                 verbal = _guard_hidden_tests((yield speak(self.verbal_feedback, context)), context)
             vf = verbal.text if isinstance(verbal, VerbalReply) else verbal
@@ -494,6 +516,9 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
             "public_pass_fraction": result.pass_fraction_of(task.public_tests),
             "hidden_pass_fraction": result.pass_fraction_of(set(task.test_names) - set(task.public_tests)),
             "canary": isinstance(task, CanaryTwin),  # a twin's pass is the canary, never a reward
+            # perturb=: the swap, and whether this program passed a swapped test as shown (never in the reward)
+            "perturbation": self._perturbation_info(None if lost is not None else perturbed.followed(shown_result.tests)
+                                                    if perturbed is not None else None),
             "tests": [{"name": t.name, "outcome": t.outcome.value, "traceback": t.traceback} for t in result.tests],
             "crash": result.crash,
             # tests an earlier program of this episode passed that this one fails (a fact; the reward ignores it)
@@ -537,6 +562,26 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         }
         return obs, 1.0 if passed and not isinstance(task, CanaryTwin) else 0.0, terminated, truncated, info
 
+    def _run_plan(self, task: Task, program: str) -> Plan[tuple[ExecutionResult, ExecutionResult | None]]:
+        """``program`` run on ``task``: its result and, where a time limit stopped a test and execution feedback is
+        shown, the result of the tests after it (run apart, as the reference's suite went on), else None."""
+        result = yield Call(self.executor.run, self.executor.arun, (task, program))
+        after = rest_after_stop(task, result) if self.config.execution != "none" else None
+        if after is None:
+            return result, None
+        self.executor.derive(task, after)
+        rest = yield Call(self.executor.run, self.executor.arun, (after, program))
+        return result, rest
+
+    def _perturbation_info(self, followed: bool | None) -> dict[str, Any]:
+        """``info["perturbation"]``: ``{}`` on a task played as it is; else the perturbation's kind, seed, the two
+        tests swapped, and ``followed`` (this step's program passed a swapped test of the perturbed copy; None on
+        ``reset`` and on a step without a verdict)."""
+        perturbed = self._perturbation
+        if perturbed is None:
+            return {}
+        return {"kind": perturbed.kind, "seed": perturbed.seed, "tests": list(perturbed.tests), "followed": followed}
+
     def user_feedback_for(self, code: str) -> str | None:
         """The simulated user's words on ``code`` that compiles, shown with the execution
         feedback of the program judged last (the reference's turn after a compile fix: the
@@ -551,7 +596,8 @@ class ConvCodeWorldEnv(gym.Env[dict[str, Any], str]):
         if self.verbal_feedback is None or self._last_judged is None:
             return None
         ef, result = self._last_judged
-        context = TurnContext(self.task, max(self._turn - 1, 0), code, True, NO_SYNTAX_ERRORS, ef, result, self.config)
+        shown_task = self._perturbation.shown if self._perturbation is not None else self.task
+        context = TurnContext(shown_task, max(self._turn - 1, 0), code, True, NO_SYNTAX_ERRORS, ef, result, self.config)
         with self._one_call_at_a_time():
             verbal = _guard_hidden_tests((yield speak(self.verbal_feedback, context)), context)
         return verbal.text if isinstance(verbal, VerbalReply) else verbal

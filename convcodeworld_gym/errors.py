@@ -28,6 +28,8 @@ Holds:
     RunFolderBusy        another run holds the output folder (names its pid, host, start time and command)
     RunLogError          a turn log, a run's metadata.json or another JSON(-lines) file a run reads is empty or corrupt
                          (names the file, the line and the fix)
+    BanditError          contexts cannot be cut from a log, or a (context, completion) pair cannot be scored as asked
+                         (names the input and the fix)
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
     "RunFolderError",
     "RunFolderBusy",
     "RunLogError",
+    "BanditError",
 ]
 
 
@@ -230,3 +233,9 @@ class RunFolderBusy(RunFolderError):
 class RunLogError(ConvCodeWorldError, ValueError):
     """A run's turn log, its ``metadata.json``, or another JSON(-lines) file a run reads is empty or corrupt. The
     message names the file (and the line) and what to do."""
+
+
+class BanditError(ConvCodeWorldError, ValueError):
+    """Contexts cannot be cut from a log as asked (no trajectory of the combination, a task the task set lacks), or
+    a (context, completion) pair cannot be scored (a context without its task, an unknown reward): the message names
+    the input and the fix (:mod:`~convcodeworld_gym.bandit`)."""

@@ -26,12 +26,19 @@ evaluated model's passes ``model[i]`` (its own turn-0 program at ``i = 0``, its 
   carries the reference's code at turn ``t`` when the reference's turn ``t-1`` passed.
 
 ``exclude_init_solved`` (print_results.py:70-149; off by default there too) leaves the tasks
-whose (evaluated model's) turn-0 program passed out of MRR and Recall, never out of Pass@1."""
+whose (evaluated model's) turn-0 program passed out of MRR and Recall, never out of Pass@1.
+
+Many trajectories per task (``convcodeworld evaluate --samples N``; the reference plays one): each task's Pass@1 at a
+turn is the share of its samples passing there, its MRR and Recall the mean over its samples, and the scores the mean
+over tasks (the unbiased pass@1 estimate; equal to the one-trajectory scores when N is 1). Beside them, pass@k at each
+turn (:func:`pass_at_k`: the chance that at least one of k of a task's samples, drawn without replacement, passes
+there), for k = 1, 2, 4, ... up to the fewest samples of a task, and that number itself."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 from .combos import DEFAULT_MAX_TURNS
 
@@ -45,6 +52,10 @@ __all__ = [
     "static_recall",
     "static_pass_at_turn",
     "static_scores",
+    "pass_at_k",
+    "sample_ks",
+    "live_sample_scores",
+    "static_sample_scores",
     "spearman",
     "DEFAULT_MAX_TURNS",
 ]
@@ -66,7 +77,11 @@ class Scores:
             They are in no share above (``n_tasks`` does not count them).
         init_solved_excluded: tasks left out of MRR and Recall (not of Pass@1, nor of ``n_tasks``) because
             their turn-0 program passed (``exclude_init_solved``); the reference prints
-            ``(n_tasks - init_solved_excluded)/n_tasks``.
+            ``(n_tasks - init_solved_excluded)/n_tasks``. With many samples per task: the tasks every sample of
+            which is left out (a sample whose turn 0 passed is left out of its task's MRR and Recall).
+        samples: trajectories per task (the fewest of any task; 1 in the reference's runs).
+        pass_at_k: k -> pass@k at the turns of ``pass_at_turn`` (:func:`pass_at_k`, averaged over tasks), for the
+            k of :func:`sample_ks`; empty with one sample per task (pass@1 is then ``pass_at_turn``).
     """
 
     pass_at_turn: tuple[float, ...]
@@ -76,6 +91,8 @@ class Scores:
     first_turn: int = 0
     left_out: int = 0
     init_solved_excluded: int = 0
+    samples: int = 1
+    pass_at_k: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def turns(self) -> range:
@@ -97,6 +114,9 @@ class Scores:
             "n_tasks": self.n_tasks,
             "left_out": self.left_out,
             "init_solved_excluded": self.init_solved_excluded,
+            **({"samples": self.samples,
+                "pass_at_k": {k: [round(100 * p, 1) for p in values] for k, values in self.pass_at_k.items()}}
+               if self.samples > 1 else {}),
         }
 
 
@@ -299,6 +319,110 @@ def static_scores(
         first_turn=1,
         init_solved_excluded=len(items) - len(kept),
     )
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The chance that at least one of ``k`` of ``n`` samples, drawn without replacement, is among the ``c`` that
+    pass: ``1 - C(n-c, k) / C(n, k)`` (the unbiased estimator of pass@k from ``n`` samples).
+
+    >>> pass_at_k(16, 0, 4), pass_at_k(16, 16, 1), pass_at_k(4, 1, 1), pass_at_k(4, 1, 2), pass_at_k(4, 3, 2)
+    (0.0, 1.0, 0.25, 0.5, 1.0)
+
+    Raises:
+        ValueError: not ``0 <= c <= n`` and ``1 <= k <= n``.
+    """
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def sample_ks(samples: int) -> tuple[int, ...]:
+    """The k that pass@k is reported for with ``samples`` trajectories per task: 1, 2, 4, ... below ``samples``, and
+    ``samples`` itself; ``()`` for one sample (pass@1 is Pass@1).
+
+    >>> sample_ks(1), sample_ks(2), sample_ks(16), sample_ks(10)
+    ((), (1, 2), (1, 2, 4, 8, 16), (1, 2, 4, 8, 10))
+    """
+    if samples <= 1:
+        return ()
+    ks = [1 << i for i in range(samples.bit_length()) if 1 << i < samples]
+    return (*ks, samples)
+
+
+def _sampled(tasks: Sequence[Sequence[tuple[tuple[bool, ...], int | None, bool, bool]]], *, first_turn: int,
+             exclude_init_solved: bool) -> Scores:
+    """Scores of tasks given per sample as ``(passes at each turn of the table, credited turn or None, recalled,
+    turn 0 passed)``: per task the mean over its samples, then the mean over tasks (see the module docstring)."""
+    if not tasks or any(not samples for samples in tasks):
+        raise ValueError("no tasks to score" if not tasks else "a task without samples")
+    width = len(tasks[0][0][0])
+    n = min(len(samples) for samples in tasks)
+    per_turn = [tuple(sum(s[0][t] for s in samples) / len(samples) for t in range(width)) for samples in tasks]
+    kept = [[s for s in samples if not (exclude_init_solved and s[3])] for samples in tasks]
+    for samples in kept:
+        _check_turns([s[1] for s in samples], first_turn + width - 1)
+    mrr = [sum(0.0 if s[1] is None else 1.0 / (s[1] + 1) for s in samples) / len(samples) for samples in kept if samples]
+    recall = [sum(float(s[2]) for s in samples) / len(samples) for samples in kept if samples]
+    ks = sample_ks(n)
+    at_k = {k: tuple(_mean([pass_at_k(len(samples), sum(s[0][t] for s in samples), k) for samples in tasks])
+                     for t in range(width)) for k in ks}
+    return Scores(
+        pass_at_turn=tuple(_mean([p[t] for p in per_turn]) for t in range(width)),
+        mrr=_mean_of_kept(mrr),
+        recall=_mean_of_kept(recall),
+        n_tasks=len(tasks),
+        first_turn=first_turn,
+        init_solved_excluded=sum(1 for samples in kept if not samples),
+        samples=n,
+        pass_at_k=at_k,
+    )
+
+
+def live_sample_scores(
+    tasks: Iterable[Sequence[Sequence[bool]]], max_turns: int = DEFAULT_MAX_TURNS, *, exclude_init_solved: bool = False
+) -> Scores:
+    """Scores of tasks each played several times: per task, its samples' passes turn by turn (one list per sample,
+    as :func:`live_episode_scores` takes one per task). Pass@1 per turn, MRR and Recall are each task's mean over its
+    samples, averaged over tasks; ``pass_at_k`` holds pass@k per turn. With one sample per task it equals
+    :func:`live_episode_scores`.
+
+    >>> s = live_sample_scores([[[False, True], [False, False, False], [True], [False, False, True]]], max_turns=2)
+    >>> s.pass_at_turn, round(s.mrr, 4), s.recall, s.samples  # MRR: (1/2 + 0 + 1 + 1/3) / 4
+    ((0.25, 0.5, 0.75), 0.4583, 0.75, 4)
+    >>> {k: [round(p, 3) for p in v] for k, v in s.pass_at_k.items()}
+    {1: [0.25, 0.5, 0.75], 2: [0.5, 0.833, 1.0], 4: [1.0, 1.0, 1.0]}
+    """
+    out = []
+    for samples in tasks:
+        episodes = [list(passes) for passes in samples]
+        firsts = [first_pass_turn(passes) for passes in episodes]
+        out.append([(live_pass_at_turn(passes, max_turns), k, k is not None, k == 0) for passes, k in zip(episodes, firsts)])
+    return _sampled(out, first_turn=0, exclude_init_solved=exclude_init_solved)
+
+
+def static_sample_scores(
+    tasks: Iterable[Sequence[tuple[Sequence[bool], Mapping[int, bool]]]],
+    max_turns: int = DEFAULT_MAX_TURNS,
+    *,
+    compensate_init: bool = True,
+    exclude_init_solved: bool = False,
+) -> Scores:
+    """:func:`static_scores` of tasks each replayed several times by the evaluated model: per task, one
+    ``(reference_passes, model_passes)`` per sample (the same reference history, the model's own samples). Each task's
+    scores are its samples' mean, averaged over tasks; ``pass_at_k`` holds pass@k per static turn.
+
+    >>> s = static_sample_scores([[([False], {1: True}), ([False], {1: False})]], max_turns=1)
+    >>> s.pass_at_turn, s.mrr, s.recall, s.pass_at_k
+    ((0.5,), 0.25, 0.5, {1: (0.5,), 2: (1.0,)})
+    """
+    out = []
+    for samples in tasks:
+        out.append([(static_pass_at_turn(ref, model, max_turns),
+                     static_credit_turn(ref, model, max_turns, compensate_init=compensate_init),
+                     static_recall(ref, model, max_turns), bool(model.get(0, False))) for ref, model in samples])
+    return _sampled(out, first_turn=1, exclude_init_solved=exclude_init_solved)
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:

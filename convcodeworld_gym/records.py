@@ -11,7 +11,7 @@ folder drops them (the episode is played again). One writer holds a run folder a
 Holds:
     TurnRecord        one turn of one episode (a log row)
     turn_record       the row of one ``env.step``
-    EpisodeKey        which episode a row belongs to: ``(feedback, task_id)``
+    EpisodeKey        which episode a row belongs to: ``(feedback, task_id, sample)``
     episode_key       the key of an episode: the one place that says what tells episodes apart
     row_key           the key of the episode a row belongs to
     episode_finished  whether an episode's rows are whole and say how it ended
@@ -91,6 +91,9 @@ class TurnRecord:
     Attributes:
         feedback: the combination's id part, e.g. ``"CF-EF_full-SNF"``.
         task_id, turn: which task and which submission (0 = first program).
+        sample: which of the run's trajectories of this task and combination (0, 1, ... ``samples - 1``:
+            ``convcodeworld evaluate --samples N``); 0 in a run of one trajectory per task. A keyword-only field, kept
+            next to ``task_id`` in a written row (it is part of the episode's key: :func:`episode_key`).
         reply: the policy's raw reply; ``code``: the code extracted from it.
         compilation_feedback, execution_feedback, verbal_feedback: the texts shown after this
             turn ("" when not shown).
@@ -115,6 +118,10 @@ class TurnRecord:
             share of episodes with one.
         canary: the task is a canary twin (``info["canary"]``, :mod:`~convcodeworld_gym.tasks.canary`): its row
             counts towards the canary pass rate, never towards Pass@1, MRR or Recall.
+        perturbation: on a task the env perturbed (``perturb=``, :mod:`~convcodeworld_gym.tasks.perturb`), the swap and
+            whether this program followed it (``info["perturbation"]``: ``{"kind", "seed", "tests", "followed"}``);
+            ``{}`` otherwise. The feedback texts of the row are the perturbed copy's, ``passed`` and ``reward`` the
+            task's own; ``followed`` counts beside the scores, never in them.
         reasoning: the reasoning the endpoint returned apart from the reply of the call whose reply this row judged
             (``reasoning_content``: :attr:`~convcodeworld_gym.policies.PolicyReply.reasoning`); ``""`` when none. Never
             judged: ``code`` comes from ``reply`` alone (a thought inside ``reply`` is removed before, under the env's
@@ -123,6 +130,7 @@ class TurnRecord:
 
     feedback: str
     task_id: str
+    sample: int = field(default=0, kw_only=True)
     turn: int
     reply: str
     code: str
@@ -145,6 +153,7 @@ class TurnRecord:
     regressed_tests: list[str] = field(default_factory=list)
     canary: bool = False
     reasoning: str = ""
+    perturbation: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,6 +183,7 @@ def turn_record(
     policy_s: float | None = None,
     model_calls: int = 1,
     reasoning: str | None = None,
+    sample: int = 0,
 ) -> TurnRecord:
     """The row for one ``env.step(reply)`` that returned ``obs, reward, info``.
 
@@ -182,7 +192,8 @@ def turn_record(
     static replay's observation is the reference's frozen turn, while its row records the
     evaluated model's own code and the (unshown) feedback on it. ``info["reference_log"]``,
     when present, fills :attr:`TurnRecord.reference`. ``reasoning``: the reasoning the endpoint returned apart from
-    ``reply`` (kept in the row, never judged).
+    ``reply`` (kept in the row, never judged). ``sample``: which of the task's trajectories the episode is
+    (:attr:`TurnRecord.sample`).
     """
     texts = {**{k: obs[k] for k in TEXT_KEYS}, **dict(info.get("judged") or {})}
     timings = info.get("timings")
@@ -192,6 +203,7 @@ def turn_record(
     return TurnRecord(
         feedback=feedback,
         task_id=str(info["task_id"]),
+        sample=int(sample),
         turn=int(info["turn"]),
         reply=reply,
         code=str(texts["code"]),
@@ -214,6 +226,7 @@ def turn_record(
         regressed_tests=[str(name) for name in info.get("regressed_tests") or ()],
         canary=bool(info.get("canary", False)),
         reasoning=str(reasoning or ""),
+        perturbation=dict(info.get("perturbation") or {}),
     )
 
 
@@ -251,28 +264,29 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name.lstrip("-")))
 
 
-EpisodeKey = tuple[str, str]
+EpisodeKey = tuple[str, str, int]
 
 #: The key fields at the start of a row as :class:`EpisodeLogWriter` writes it (``TurnRecord``'s field order).
-_TORN_KEY = re.compile(r'^\{"feedback": "((?:[^"\\]|\\.)*)", "task_id": "((?:[^"\\]|\\.)*)"')
+_TORN_KEY = re.compile(r'^\{"feedback": "((?:[^"\\]|\\.)*)", "task_id": "((?:[^"\\]|\\.)*)"(?:, "sample": (\d+))?')
 
 
-def episode_key(feedback: str, task_id: str) -> EpisodeKey:
-    """The key of one episode of a run: its combination and its task. Every reader and writer of logs groups rows
-    and tells episodes apart by it (:func:`row_key`), so an episode gains a part here and nowhere else (a sample
-    index, when a run plays several episodes of one task: ``(feedback, task_id, sample)``).
+def episode_key(feedback: str, task_id: str, sample: int = 0) -> EpisodeKey:
+    """The key of one episode of a run: its combination, its task and which of the task's trajectories it is (its
+    sample: ``convcodeworld evaluate --samples N`` plays N of each). Every reader and writer of logs groups rows and
+    tells episodes apart by it (:func:`row_key`), so an episode gains a part here and nowhere else.
 
-    >>> episode_key("CF", "HumanEval/0")
-    ('CF', 'HumanEval/0')
+    >>> episode_key("CF", "HumanEval/0"), episode_key("CF", "HumanEval/0", 3)
+    (('CF', 'HumanEval/0', 0), ('CF', 'HumanEval/0', 3))
     """
-    return (str(feedback), str(task_id))
+    return (str(feedback), str(task_id), int(sample))
 
 
 def row_key(row: TurnRecord | Mapping[str, Any]) -> EpisodeKey:
-    """:func:`episode_key` of the episode a row (a :class:`TurnRecord` or a log's dict) belongs to."""
+    """:func:`episode_key` of the episode a row (a :class:`TurnRecord` or a log's dict) belongs to; a row without
+    ``sample`` (written before rows carried one, or None where ``datasets`` filled the column) is sample 0."""
     if isinstance(row, Mapping):
-        return episode_key(row["feedback"], row["task_id"])
-    return episode_key(row.feedback, row.task_id)
+        return episode_key(row["feedback"], row["task_id"], row.get("sample") or 0)
+    return episode_key(row.feedback, row.task_id, row.sample)
 
 
 def _get(row: TurnRecord | Mapping[str, Any], name: str, default: Any = None) -> Any:
@@ -537,7 +551,7 @@ class EpisodeLogWriter:
     >>> d = tempfile.mkdtemp()
     >>> with EpisodeLogWriter(d) as w:
     ...     w.write_episode([{"feedback": "CF", "task_id": "t/0", "turn": 0, "episode_end": "passed"}])
-    >>> EpisodeLogWriter(d).done == {("CF", "t/0")}
+    >>> EpisodeLogWriter(d).done == {("CF", "t/0", 0)}
     True
 
     Raises:
@@ -579,7 +593,9 @@ class EpisodeLogWriter:
         self.repaired = [key for key in groups if key not in self.done]
         if torn is not None:  # the start of an episode's write: its key, where the torn line still holds it
             found = _TORN_KEY.search(torn.decode("utf-8", "replace"))
-            key = episode_key(json.loads(f'"{found[1]}"'), json.loads(f'"{found[2]}"')) if found else episode_key("", "")
+            # a sample the line lost is -1: unknown, so no finished episode is taken for it
+            key = (episode_key(json.loads(f'"{found[1]}"'), json.loads(f'"{found[2]}"'),
+                               int(found[3]) if found[3] is not None else -1) if found else episode_key("", "", -1))
             if key not in self.repaired:
                 self.repaired.append(key)
             self.done.discard(key)

@@ -64,11 +64,14 @@ class EpisodeJob:
         seed: given to the policy (offline policies are deterministic given it).
         turn0: the task's turn-0 program (a BigCodeBench sample), judged without a model call; None: the policy
             writes turn 0.
+        sample: which of the task's trajectories this episode is (its rows' ``sample``: a run of N trajectories per
+            task plays samples 0..N-1; give each its own ``seed`` so that an offline policy differs between them).
     """
 
     task_id: str
     seed: int = 0
     turn0: str | None = None
+    sample: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,8 @@ class Trajectory:
     """What one episode gave.
 
     Attributes:
-        task_id, feedback: the task and the combination (``CF-EF_full``).
+        task_id, feedback: the task and the combination (``CF-EF_full``); ``sample``: which of the task's
+            trajectories (:attr:`EpisodeJob.sample`).
         rows: one log row per env turn, turn 0 first (code, feedback texts, per-test outcomes, reward,
             ``model_calls``, ``usage``): the :mod:`.records` schema ``convcodeworld evaluate`` writes.
         calls: every model call, in order.
@@ -125,6 +129,7 @@ class Trajectory:
     rows: tuple[TurnRecord, ...]
     calls: tuple[ModelCall, ...]
     replay_of: Trajectory | None = None
+    sample: int = 0
 
     @property
     def infra_error(self) -> str | None:
@@ -194,6 +199,7 @@ def episode_plan(
     seed: int = 0,
     protocol: str = "reference",
     turn0: str | None = None,
+    sample: int = 0,
 ) -> Plan[Trajectory]:
     """One episode of ``task_id`` as a plan (:mod:`.aio`): :func:`~.aio.run_blocking` plays it with ``env.step`` and
     ``PolicyEpisode.act``, :func:`~.aio.run_awaited` with ``astep`` and ``aact``; the same trajectory either way.
@@ -206,6 +212,7 @@ def episode_plan(
 
     ``turn0``: the task's BigCodeBench sample, judged as turn 0 without a policy call (row ``model_calls`` 0). A
     static replay starts at turn 1: its env judges the sample apart (``judge_own_turn0``) and the row is first.
+    ``sample``: the rows' and the trajectory's sample index (which of the task's trajectories this is).
 
     Raises:
         ValueError: ``protocol`` is not one of :data:`~.protocol.PROTOCOLS`.
@@ -235,6 +242,7 @@ def episode_plan(
                 info=turn["info"], policy=policy.name, usage=_summed_usage(r.usage for r in made),
                 policy_s=sum(r.latency_s for r in made) if made else None, model_calls=len(made),
                 reasoning=made[-1].reasoning if made else None,  # the call whose reply was judged: kept, not judged
+                sample=sample,
             ))
             calls.extend(ModelCall.of(reply, int(turn["info"]["turn"])) for reply in made)
             if turn["terminated"] or turn["truncated"]:
@@ -265,7 +273,7 @@ def episode_plan(
             ])
     finally:
         episode.close()
-    return Trajectory(task_id, feedback, tuple(rows), tuple(calls))
+    return Trajectory(task_id, feedback, tuple(rows), tuple(calls), sample=sample)
 
 
 def _played_again_if_lost(make_plan: Callable[[], Plan[Trajectory]]) -> Plan[Trajectory]:
@@ -280,13 +288,15 @@ def _played_again_if_lost(make_plan: Callable[[], Plan[Trajectory]]) -> Plan[Tra
 def play(env: gym.Env, policy: Policy, job: EpisodeJob, *, protocol: str = "reference") -> Trajectory:
     """One episode, blocking (:func:`episode_plan`), played once more if the infrastructure lost a run of it."""
     return run_blocking(_played_again_if_lost(
-        lambda: episode_plan(env, policy, job.task_id, seed=job.seed, protocol=protocol, turn0=job.turn0)))
+        lambda: episode_plan(env, policy, job.task_id, seed=job.seed, protocol=protocol, turn0=job.turn0,
+                             sample=job.sample)))
 
 
 async def aplay(env: gym.Env, policy: Policy, job: EpisodeJob, *, protocol: str = "reference") -> Trajectory:
     """:func:`play`, awaited: the env's ``areset``/``astep`` and the policy's ``aact``; the same trajectory."""
     return await run_awaited(_played_again_if_lost(
-        lambda: episode_plan(env, policy, job.task_id, seed=job.seed, protocol=protocol, turn0=job.turn0)))
+        lambda: episode_plan(env, policy, job.task_id, seed=job.seed, protocol=protocol, turn0=job.turn0,
+                             sample=job.sample)))
 
 
 class _EnvPool:

@@ -64,6 +64,9 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     Args:
         feedback: the combination (id part or :class:`FeedbackConfig`); the log's rows of it are replayed.
         log: the reference log (run directory, ``turns.jsonl``, hub id, rows or :class:`ReferenceLog`).
+        reference_sample: which of the log's trajectories of each task is the frozen history, in a log of many per
+            task (``convcodeworld evaluate --samples N``); default: the one ``log`` names (``<log>#sample=<n>``), else 0.
+            The rows of the replay name it (``TurnRecord.reference`` ends in ``#sample=<n>`` when it is not 0).
         dataset, task_ids, stdlib_only, limit: the tasks, as for the live env; only tasks the
             log holds are played (``limit`` counts those), in the dataset's order.
         executor, max_turns, max_reply_chars, render_mode, allow_forgeable: as for :class:`ConvCodeWorldEnv` (an
@@ -136,6 +139,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
         feedback_style: str = "reference",
         allow_forgeable: bool = False,
         reasoning: str = "strip",
+        reference_sample: int | None = None,
     ) -> None:
         del verbal_feedback, simulator_kwargs  # static mode shows the logged verbal feedback; nothing is generated
         if log is None:
@@ -144,7 +148,7 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
             raise ValueError(f"max_turns must be an int >= 1 for a static replay, got {max_turns!r}")
         self.render_mode = check_render_mode(render_mode)
         self.config = FeedbackConfig.parse(feedback)
-        self.reference = load_reference(log, self.config, max_turns)
+        self.reference = load_reference(log, self.config, max_turns, sample=reference_sample)
         self.max_turns = max_turns
         self.stop_on_pass = bool(stop_on_pass)
         tasks = self._select_tasks(load_tasks(dataset), task_ids, stdlib_only, limit)
@@ -321,7 +325,8 @@ class StaticReplay(gym.Env[dict[str, Any], str]):
     def score(self, round: BanditRound, reply: str) -> float:
         """The reward of ``reply`` in ``round``: 1.0 iff its code passes all the task's tests.
 
-        Uses its own judge on the same executor, so it does not disturb a running episode.
+        Uses its own judge on the same executor, so it does not disturb a running episode. One reply at a time: a
+        batch of candidates for many contexts is :class:`convcodeworld_gym.bandit.Scorer`'s (all runs together).
 
         Raises:
             InfrastructureError: the infrastructure lost the run, also on its retry: there is no reward to give

@@ -27,10 +27,10 @@ def test_round_trip_and_torn_line_repair(tmp_path):
         writer.write_episode(_episode(env, "HumanEval/0", ["def nope(:", gt]))
     # a run killed in the middle of an append leaves a torn last line
     with open(tmp_path / "turns.jsonl", "a", encoding="utf-8") as fh:
-        fh.write('{"feedback": "CF-EF_full", "task_id": "HumanEval/1", "tu')
+        fh.write('{"feedback": "CF-EF_full", "task_id": "HumanEval/1", "sample": 2, "tu')
     writer = EpisodeLogWriter(tmp_path)
-    assert writer.done == {("CF-EF_full", "HumanEval/0")}
-    assert writer.repaired == [("CF-EF_full", "HumanEval/1")]  # the torn line's episode: played again
+    assert writer.done == {("CF-EF_full", "HumanEval/0", 0)}
+    assert writer.repaired == [("CF-EF_full", "HumanEval/1", 2)]  # the torn line's episode: played again
     writer.write_episode(_episode(one_turn, "HumanEval/1", ["pass"]))
     writer.close()
     one_turn.close()
@@ -41,5 +41,5 @@ def test_round_trip_and_torn_line_repair(tmp_path):
     assert rows[1].passed and rows[1].episode_end == "passed" and rows[1].reward == 1.0
     assert rows[2].tests and not rows[2].passed and rows[2].tests[0]["outcome"] in {"failed", "error", "not_run"}
     groups = group_episodes(reversed(rows))
-    assert [r.turn for r in groups[("CF-EF_full", "HumanEval/0")]] == [0, 1]
+    assert [r.turn for r in groups[("CF-EF_full", "HumanEval/0", 0)]] == [0, 1]
     env.close()

@@ -130,7 +130,7 @@ def test_record_episodes_writes_finished_episodes_only(tmp_path, executor):
     ]
     assert rows[0].execution_feedback == shown and rows[0].code == task.code_prompt.rstrip() + "\n    pass"
     reopened = RecordEpisodes(gym.make("ConvCodeWorld-CF-v0", dataset="humaneval", executor=executor), tmp_path)
-    assert reopened.done == {("CF-EF_full", "HumanEval/0")}
+    assert reopened.done == {("CF-EF_full", "HumanEval/0", 0)}
     reopened.close()
 
 

@@ -20,6 +20,10 @@ executor's own retry; the env ends the episode there) is played once more from i
 that one is lost too, it is logged as it went (its last row carries ``infra_error``) and the
 metrics leave it out (:mod:`.log_scores`); :class:`RunSummary` counts both.
 
+With ``samples=N`` every task is played N times under each id (its trajectories: samples ``0..N-1``, each episode's
+rows carry its ``sample`` and the policy gets the seed ``seed + sample``), as a contextual-bandit study's reference
+model writes many trajectories per task (:mod:`~convcodeworld_gym.bandit`); the report gives pass@k beside Pass@1.
+
 With ``canary=`` a share (or a list) of canary twins is played beside the tasks (:mod:`~convcodeworld_gym.tasks.canary`):
 their rows are marked ``canary``, the report leaves them out of the scores and gives their pass rate beside them,
 and :class:`RunSummary` counts them."""
@@ -46,7 +50,8 @@ from ..feedback.execution import FEEDBACK_STYLES
 from ..policies import Policy
 from ..protocol import PROTOCOLS
 from ..policies.prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
-from ..records import METADATA_FILE, TURNS_FILE, EpisodeLogWriter, RunFolderLock, TurnRecord, episode_key, iter_jsonl
+from ..records import (METADATA_FILE, TURNS_FILE, EpisodeKey, EpisodeLogWriter, RunFolderLock, TurnRecord, episode_key,
+                       iter_jsonl, row_key)
 from ..registration import LIVE_IDS
 from ..rollouts import EpisodeJob, episode_plan, iter_rollouts
 from ..samples import load_samples, samples_digest
@@ -109,6 +114,8 @@ class EvalConfig:
         canary: canary twins to play beside the tasks (live ids only: a reference log holds none): a share in
             [0, 1) of the episodes, or the ids of the tasks to twin (:func:`~convcodeworld_gym.tasks.canary.with_canaries`);
             ``canary_seed`` draws them. Their pass rate is reported beside the scores, never in them.
+        samples: trajectories per task and id (default 1): sample ``s`` of a task is its own episode (rows with
+            ``sample`` ``s``), its policy seeded ``seed + s``; resumable like any episode.
     """
 
     ids: tuple[str, ...] = LIVE_IDS
@@ -126,8 +133,11 @@ class EvalConfig:
     turn0: str | None = None
     canary: float | tuple[str, ...] | None = None
     canary_seed: int = 0
+    samples: int = 1
 
     def __post_init__(self) -> None:
+        if not isinstance(self.samples, int) or isinstance(self.samples, bool) or self.samples < 1:
+            raise ValueError(f"samples must be an int >= 1 (trajectories per task), got {self.samples!r}")
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.feedback_style not in FEEDBACK_STYLES:
@@ -242,14 +252,16 @@ def play_episode(
     seed: int,
     protocol: str = "reference",
     turn0: str | None = None,
+    sample: int = 0,
 ) -> list[TurnRecord]:
     """Play one episode of ``task_id`` (blocking) and return its rows, turn 0 first: the rows of
     :func:`~convcodeworld_gym.rollouts.episode_plan`, which says how each protocol calls the policy.
-    ``feedback`` must name ``env``'s combination (the rows carry the env's own)."""
+    ``feedback`` must name ``env``'s combination (the rows carry the env's own); ``sample``: the rows' sample."""
     config = getattr(env.unwrapped, "config", None)
     if config is not None and config.name != feedback:
         raise ValueError(f"feedback {feedback!r} is not the env's combination {config.name!r}")
-    return list(run_blocking(episode_plan(env, policy, task_id, seed=seed, protocol=protocol, turn0=turn0)).rows)
+    return list(run_blocking(episode_plan(env, policy, task_id, seed=seed, protocol=protocol, turn0=turn0,
+                                          sample=sample)).rows)
 
 
 def _prompts_digest() -> str:
@@ -301,6 +313,7 @@ def run_metadata(config: EvalConfig, tasks: TaskSet, policy: Policy, executor: E
             },
             "max_turns": config.max_turns,
             "seed": config.seed,
+            **({"samples": config.samples} if config.samples > 1 else {}),  # a run of one per task reads as before
             "protocol": config.protocol,
             "feedback_style": config.feedback_style,
             "turn0": _turn0_metadata(config.turn0),
@@ -433,11 +446,11 @@ def run_evaluation(
             raise ValueError("the selected task set is empty; check --task-ids / --stdlib-only / --limit")
         metadata = run_metadata(config, tasks, policy, executor)
         tasks = with_canaries(tasks, config.canary, seed=config.canary_seed)
-        samples = load_samples(config.turn0) if config.turn0 is not None else None
-        if samples is not None:
-            samples = {**samples, **{t.task_id: samples[t.original.task_id] for t in tasks  # a twin: its task's sample
-                                     if isinstance(t, CanaryTwin) and t.original is not None and t.original.task_id in samples}}
-            missing = [t.task_id for t in tasks if t.task_id not in samples]
+        turn0s = load_samples(config.turn0) if config.turn0 is not None else None
+        if turn0s is not None:
+            turn0s = {**turn0s, **{t.task_id: turn0s[t.original.task_id] for t in tasks  # a twin: its task's sample
+                                     if isinstance(t, CanaryTwin) and t.original is not None and t.original.task_id in turn0s}}
+            missing = [t.task_id for t in tasks if t.task_id not in turn0s]
             if missing:
                 raise SamplesError(
                     f"the turn-0 samples {config.turn0} lack {len(missing)} task(s) of the run, e.g. {', '.join(missing[:3])}; "
@@ -456,14 +469,14 @@ def run_evaluation(
     if writer.repaired:
         log(f"repaired {writer.path}: {len(writer.repaired)} unfinished episode(s) (cut short by a kill, a full disk "
             "or a crash) dropped from the log; they are played again")
-    passed_before: dict[str, set[str]] = {}  # the finished episodes a program passed in
-    twins_before: dict[str, set[str]] = {}  # canary twins' episodes already logged: out of the pass share
+    passed_before: dict[str, set[EpisodeKey]] = {}  # the finished episodes a program passed in
+    twins_before: dict[str, set[EpisodeKey]] = {}  # canary twins' episodes already logged: out of the pass share
     if writer.path.exists():
         for row in iter_jsonl(writer.path):
             if row.get("canary"):
-                twins_before.setdefault(row["feedback"], set()).add(row["task_id"])
+                twins_before.setdefault(row["feedback"], set()).add(row_key(row))
             elif row.get("passed"):
-                passed_before.setdefault(row["feedback"], set()).add(row["task_id"])
+                passed_before.setdefault(row["feedback"], set()).add(row_key(row))
     try:
         for env_id in config.ids:
             feedback = combination_of(env_id)
@@ -480,8 +493,9 @@ def run_evaluation(
             }
             if _is_verbal(env_id):
                 kwargs.update(config.verbal_env_kwargs)
-            todo = [t.task_id for t in tasks if episode_key(feedback, t.task_id) not in writer.done]
-            summary.resumed[feedback] = len(tasks) - len(todo)
+            todo = [(t.task_id, s) for t in tasks for s in range(config.samples)
+                    if episode_key(feedback, t.task_id, s) not in writer.done]
+            summary.resumed[feedback] = len(tasks) * config.samples - len(todo)
             try:  # one env up front: fails fast when the combination cannot run here
                 first_env = gym.make(env_id, **kwargs)
             except FeedbackUnavailable as exc:
@@ -489,8 +503,9 @@ def run_evaluation(
                 log(f"note: skipping {env_id}: {exc}")
                 continue
             _run_combination(
-                env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress, samples, summary, log,
-                total=len(tasks), done=summary.resumed[feedback], passed=len(passed_before.get(feedback, ())),
+                env_id, first_env, kwargs, todo, config, policy, feedback, writer, progress, turn0s, summary, log,
+                total=len(tasks) * config.samples, done=summary.resumed[feedback],
+                passed=len(passed_before.get(feedback, ())),
                 twins_done=len(twins_before.get(feedback, ())),
             )
     finally:
@@ -505,13 +520,13 @@ def _run_combination(
     env_id: str,
     first_env: gym.Env,
     kwargs: Mapping[str, Any],
-    todo: Sequence[str],
+    todo: Sequence[tuple[str, int]],
     config: EvalConfig,
     policy: Policy,
     feedback: str,
     writer: EpisodeLogWriter,
     progress: ProgressFactory | None,
-    samples: Mapping[str, str] | None,
+    turn0s: Mapping[str, str] | None,
     summary: RunSummary,
     log: Callable[[str], None],
     *,
@@ -520,11 +535,13 @@ def _run_combination(
     passed: int,
     twins_done: int = 0,
 ) -> None:
-    """Play ``todo`` under ``env_id`` and append each episode to ``writer``, in task order; counts into ``summary``
+    """Play ``todo`` (``(task_id, sample)`` pairs) under ``env_id`` and append each episode to ``writer``, in task
+    order; counts into ``summary``
     (``played``, ``replayed``, ``infra_lost``). ``config.concurrency`` episodes are in flight (:mod:`..rollouts`)."""
     summary.played[feedback] = summary.replayed[feedback] = summary.infra_lost[feedback] = 0
     summary.canary_played[feedback] = summary.canary_passed[feedback] = 0
-    jobs = [EpisodeJob(task_id, config.seed, samples[task_id] if samples is not None else None) for task_id in todo]
+    jobs = [EpisodeJob(task_id, config.seed + sample, turn0s[task_id] if turn0s is not None else None, sample)
+            for task_id, sample in todo]
     try:
         label = FeedbackConfig.parse(feedback).paper_name
     except ValueError:
@@ -539,11 +556,12 @@ def _run_combination(
             async for trajectory in played:  # in task order: the log's order does not depend on timing
                 if trajectory.replay_of is not None:  # no verdict on a turn: the episode was played again
                     summary.replayed[feedback] += 1
-                    log(f"note: {feedback} {trajectory.task_id}: a run was lost to the infrastructure "
+                    which = trajectory.task_id + (f" (sample {trajectory.sample})" if trajectory.sample else "")
+                    log(f"note: {feedback} {which}: a run was lost to the infrastructure "
                         f"({trajectory.replay_of.infra_error}); the episode was played again")
                     if trajectory.infra_error is not None:
                         summary.infra_lost[feedback] += 1
-                        log(f"note: {feedback} {trajectory.task_id}: a run was lost to the infrastructure again "
+                        log(f"note: {feedback} {which}: a run was lost to the infrastructure again "
                             f"({trajectory.infra_error}); the episode is logged with infra_error and left out of the metrics")
                 await asyncio.to_thread(writer.write_episode, list(trajectory.rows))
                 summary.played[feedback] += 1

@@ -15,6 +15,10 @@ inputs and checks that the rows are complete.
   lacks the model's later turns; they count as passing (its passing code carried over),
   where the reference writes each of them anew on the reference's history.
 
+A run of many trajectories per task (``convcodeworld evaluate --samples N``: rows with ``sample``) is scored per task
+over its samples (:func:`~..metrics.live_sample_scores`, :func:`~..metrics.static_sample_scores`: the mean of each
+task's samples, and pass@k); a static run's samples all replay the one reference history of each task.
+
 Either way an episode holding a turn the infrastructure lost (``TurnRecord.infra_error``: its
 run was lost, also on its retry) is left out: that turn is no verdict, so where the episode
 first passed is unknown, and counting it as a failure would blame the program. ``Scores.left_out``
@@ -37,7 +41,7 @@ from dataclasses import replace
 from ..reference import ReferenceLog, ReferenceSpec, load_reference
 from ..combos import ALL_CONFIGS, FeedbackConfig
 from ..errors import ReferenceLogError
-from ..metrics import DEFAULT_MAX_TURNS, Scores, live_episode_scores, static_scores
+from ..metrics import DEFAULT_MAX_TURNS, Scores, live_sample_scores, static_sample_scores
 from ..records import TurnRecord, group_episodes
 
 __all__ = ["combinations", "live_run_scores", "static_run_scores", "run_scores", "carried_turn0_scores"]
@@ -52,29 +56,42 @@ def combinations(rows: Iterable[TurnRecord]) -> list[str]:
     return [c.name for c in ALL_CONFIGS if c.name in present]
 
 
+#: An episode of one combination: its task and its sample.
+_Key = tuple[str, int]
+
+
 def _episodes(rows: Iterable[TurnRecord], feedback: str | FeedbackConfig, first_turn: int, what: str
-              ) -> tuple[dict[str, list[TurnRecord]], set[str]]:
-    """The episodes of one combination, task id -> its turns (checked: every turn from ``first_turn`` on, once),
-    and the task ids of those among them that hold a turn the infrastructure lost (to be left out)."""
+              ) -> tuple[dict[_Key, list[TurnRecord]], set[_Key]]:
+    """The episodes of one combination, ``(task id, sample)`` -> its turns (checked: every turn from ``first_turn``
+    on, once), and the keys of those among them that hold a turn the infrastructure lost (to be left out)."""
     name = FeedbackConfig.parse(feedback).name
     rows = list(rows)
-    episodes = {task_id: turns for (combo, task_id), turns in group_episodes(rows).items() if combo == name}
+    episodes = {(task_id, sample): turns for (combo, task_id, sample), turns in group_episodes(rows).items()
+                if combo == name}
     if not episodes:
         raise ReferenceLogError(f"the {what} has no rows for combination {name} (it holds: {', '.join(combinations(rows)) or 'no rows'})")
-    for task_id, turns in episodes.items():
+    for (task_id, sample), turns in episodes.items():
         numbers = [row.turn for row in turns]
         expected = list(range(first_turn, first_turn + len(turns)))
         if numbers != expected:
             raise ReferenceLogError(
-                f"the {what}'s {name} episode of {task_id!r} has turns {numbers}, expected {expected}: "
-                "a turn is missing or duplicated; re-run that task"
+                f"the {what}'s {name} episode of {task_id!r}{f' (sample {sample})' if sample else ''} has turns "
+                f"{numbers}, expected {expected}: a turn is missing or duplicated; re-run that task"
             )
-    return episodes, {task_id for task_id, turns in episodes.items() if any(row.infra_error for row in turns)}
+    return episodes, {key for key, turns in episodes.items() if any(row.infra_error for row in turns)}
 
 
-def _scored(episodes: dict[str, list[TurnRecord]], lost: set[str], name: str, what: str) -> dict[str, list[TurnRecord]]:
+def _by_task(episodes: dict[_Key, list[TurnRecord]]) -> dict[str, list[list[TurnRecord]]]:
+    """Episodes grouped by task (in the order tasks first appear), each task's samples in sample order."""
+    out: dict[str, dict[int, list[TurnRecord]]] = {}
+    for (task_id, sample), turns in episodes.items():
+        out.setdefault(task_id, {})[sample] = turns
+    return {task_id: [samples[s] for s in sorted(samples)] for task_id, samples in out.items()}
+
+
+def _scored(episodes: dict[_Key, list[TurnRecord]], lost: set[_Key], name: str, what: str) -> dict[_Key, list[TurnRecord]]:
     """``episodes`` without the ``lost`` ones; raises when none is left to score."""
-    kept = {task_id: turns for task_id, turns in episodes.items() if task_id not in lost}
+    kept = {key: turns for key, turns in episodes.items() if key not in lost}
     if not kept:
         raise ReferenceLogError(
             f"every {name} episode of the {what} ({len(episodes)}) holds a turn the infrastructure lost "
@@ -96,13 +113,15 @@ def live_run_scores(
     >>> s.mrr, s.recall, s.pass_at_turn[:2]
     (0.25, 0.5, (0.0, 0.5))
 
-    Episodes holding a turn the infrastructure lost are left out (``Scores.left_out``).
+    Episodes holding a turn the infrastructure lost are left out (``Scores.left_out`` counts them). Several samples
+    of a task are scored as :func:`~convcodeworld_gym.metrics.live_sample_scores` says (pass@k among them).
     """
     name = FeedbackConfig.parse(feedback).name
     episodes, lost = _episodes(rows, name, 0, "live run")
     kept = _scored(episodes, lost, name, "live run")
-    scores = live_episode_scores([[row.passed for row in turns] for turns in kept.values()], max_turns,
-                                 exclude_init_solved=exclude_init_solved)
+    scores = live_sample_scores([[[row.passed for row in turns] for turns in samples]
+                                 for samples in _by_task(kept).values()], max_turns,
+                                exclude_init_solved=exclude_init_solved)
     return replace(scores, left_out=len(lost))
 
 
@@ -130,7 +149,8 @@ def static_run_scores(
             (print_results.py's option of that name; off by default there too).
 
     Episodes holding a turn the infrastructure lost, and tasks whose own turn-0 row it lost, are left out
-    (``Scores.left_out``).
+    (``Scores.left_out``). The samples of a task (``TurnRecord.sample``) all replay its one reference history; each
+    takes its own turn 0 from the rows of its sample (else sample 0's).
 
     Raises:
         ReferenceLogError: the reference lacks a task of the run, a run episode misses a turn,
@@ -151,27 +171,30 @@ def static_run_scores(
             )
         reference = named.pop()
     log: ReferenceLog = load_reference(reference, name, max_turns)
-    own_turn0: dict[str, bool] = {}
+    own_turn0: dict[_Key, bool] = {}
     if turn0 is not None:
         firsts = [row for row in turn0 if row.turn == 0]
         # the same combination's turn 0 when present, else any combination's (turn 0 sees no feedback)
-        own_turn0 = {row.task_id: row.passed for row in firsts if row.feedback != name}
-        own_turn0.update({row.task_id: row.passed for row in firsts if row.feedback == name})
-        turn0_lost = {row.task_id: bool(row.infra_error) for row in firsts if row.feedback != name}
-        turn0_lost.update({row.task_id: bool(row.infra_error) for row in firsts if row.feedback == name})
-        missing = [task_id for task_id in episodes if task_id not in own_turn0]
+        own_turn0 = {(row.task_id, row.sample): row.passed for row in firsts if row.feedback != name}
+        own_turn0.update({(row.task_id, row.sample): row.passed for row in firsts if row.feedback == name})
+        turn0_lost = {(row.task_id, row.sample): bool(row.infra_error) for row in firsts if row.feedback != name}
+        turn0_lost.update({(row.task_id, row.sample): bool(row.infra_error) for row in firsts if row.feedback == name})
+        own = {key: key if key in own_turn0 else (key[0], 0) for key in episodes}  # a sample's own, else sample 0's
+        missing = [task_id for (task_id, _), found in own.items() if found not in own_turn0]
         if missing:
             raise ReferenceLogError(f"the turn-0 rows lack task(s) {missing[:5]}; pass the model's run that played every task")
-        lost |= {task_id for task_id in episodes if turn0_lost[task_id]}
-    items = []
-    for task_id, turns in _scored(episodes, lost, name, "static run").items():
+        lost |= {key for key, found in own.items() if turn0_lost[found]}
+        own_turn0 = {key: own_turn0[found] for key, found in own.items()}
+    items: dict[str, list[tuple[list[bool], dict[int, bool]]]] = {}
+    for (task_id, sample), turns in _scored(episodes, lost, name, "static run").items():
         model = {row.turn: row.passed for row in turns}
         if turns[-1].passed:  # the episode stopped at the model's pass: its code is carried over
             model.update({t: True for t in range(turns[-1].turn + 1, max_turns + 1)})
-        if task_id in own_turn0:
-            model[0] = own_turn0[task_id]
-        items.append((log.passes(task_id), model))
-    scores = static_scores(items, max_turns, compensate_init=compensate_init, exclude_init_solved=exclude_init_solved)
+        if (task_id, sample) in own_turn0:
+            model[0] = own_turn0[(task_id, sample)]
+        items.setdefault(task_id, []).append((log.passes(task_id), model))
+    scores = static_sample_scores(items.values(), max_turns, compensate_init=compensate_init,
+                                  exclude_init_solved=exclude_init_solved)
     return replace(scores, left_out=len(lost))
 
 
@@ -215,15 +238,16 @@ def carried_turn0_scores(rows: Iterable[TurnRecord], max_turns: int = DEFAULT_MA
     ((0.25, 0.25, 0.25), 0.25, 0.25)
     """
     rows = [row for row in rows if row.turn == 0 and not row.reference]
-    firsts: dict[str, TurnRecord] = {}
+    firsts: dict[_Key, TurnRecord] = {}  # per task and sample
     for name in combinations(rows):
         for row in rows:
             if row.feedback == name:
-                firsts.setdefault(row.task_id, row)
+                firsts.setdefault((row.task_id, row.sample), row)
     if not firsts or not all(row.compile_ok for row in firsts.values()):
         return None
-    lost = [task_id for task_id, row in firsts.items() if row.infra_error]
-    kept = [[row.passed] for task_id, row in firsts.items() if task_id not in lost]
+    lost = {key for key, row in firsts.items() if row.infra_error}
+    kept = {key: [row] for key, row in firsts.items() if key not in lost}
     if not kept:
         return None
-    return replace(live_episode_scores(kept, max_turns), left_out=len(lost))
+    return replace(live_sample_scores([[[row.passed for row in turns] for turns in samples]
+                                       for samples in _by_task(kept).values()], max_turns), left_out=len(lost))

@@ -8,9 +8,15 @@ Markdown (``report.md``) and CSV (``pass_at_turn.csv``, ``mrr_recall.csv``); the
 ``evaluate`` on the folder plays it again). The files are never written over a file this package did not write
 (:func:`.rundir.claim`).
 
+A run of many trajectories per task (``convcodeworld evaluate --samples N``) gives each task's mean over its samples in
+Tables 1 and 2, and Table 1b beside them: pass@k (%) at each turn, per combination, for k = 1, 2, 4, ... N
+(``pass_at_k.csv``; its header only for a run of one trajectory per task).
+
 Beside the scores, never part of them (:mod:`.watch`): Table 3, the share (%) of episodes with a turn-by-turn
 regression, per combination and per turn (``regressions.csv``); and the canary pass rate of the canary twins the run
-played (:mod:`~convcodeworld_gym.tasks.canary`; ``canary.csv``), whose rows the scores leave out."""
+played (:mod:`~convcodeworld_gym.tasks.canary`; ``canary.csv``), whose rows the scores leave out; and, for a run played
+with perturbed public tests (``perturb=``, :mod:`~convcodeworld_gym.tasks.perturb`), the share of its programs that
+followed the perturbation (in ``report.md``)."""
 
 from __future__ import annotations
 
@@ -29,7 +35,8 @@ from ..records import METADATA_FILE, TURNS_FILE, TurnRecord, make_folder, read_t
 from .log_scores import carried_turn0_scores, combinations, run_scores
 from ..tasks.canary import CanaryRate
 from .rundir import claim, read_metadata, record_written
-from .watch import RegressionShares, canary_rates, regression_shares, split_canaries
+from ..tasks.perturb import FollowRate
+from .watch import RegressionShares, canary_rates, follow_rates, regression_shares, split_canaries
 
 __all__ = ["Report", "scores_by_combination", "load_report", "write_report", "plot_pass_at_turn", "pass_at_turn_figure",
            "headless_pyplot",
@@ -38,7 +45,7 @@ __all__ = ["Report", "scores_by_combination", "load_report", "write_report", "pl
 
 #: Files :func:`write_report` writes, by role.
 REPORT_FILES = {"markdown": "report.md", "pass_csv": "pass_at_turn.csv", "mrr_csv": "mrr_recall.csv", "plot": "pass_at_turn.png",
-                "regressions_csv": "regressions.csv", "canary_csv": "canary.csv"}
+                "regressions_csv": "regressions.csv", "canary_csv": "canary.csv", "pass_at_k_csv": "pass_at_k.csv"}
 
 
 def _label(name: str) -> str:
@@ -98,6 +105,8 @@ class Report:
             that played any; their rows take no part in ``scores``.
         unfinished: episodes of the log that are not finished (a run still going, or cut short), left out of
             everything.
+        follows: combination -> the programs judged on perturbed tasks and how many followed the perturbation
+            (:class:`~convcodeworld_gym.tasks.perturb.FollowRate`), for the combinations that played any.
     """
 
     scores: Mapping[str, Scores]
@@ -110,6 +119,7 @@ class Report:
     regressions: Mapping[str, RegressionShares] = field(default_factory=dict)
     canaries: Mapping[str, CanaryRate] = field(default_factory=dict)
     unfinished: int = 0
+    follows: Mapping[str, FollowRate] = field(default_factory=dict)
 
     @property
     def turns(self) -> range:
@@ -121,6 +131,20 @@ class Report:
         """Header and rows of Table 1: ``Turn`` then Pass@1 (%) per combination."""
         header = ["Turn"] + [_label(n) for n in self.scores]
         rows = [[str(t)] + [_percent(s.pass_at(t)) for s in self.scores.values()] for t in self.turns]
+        return header, rows
+
+    @property
+    def samples(self) -> int:
+        """Trajectories per task (the most of any combination; 1 for a run of one per task)."""
+        return max((s.samples for s in self.scores.values()), default=1)
+
+    def pass_at_k_table(self) -> tuple[list[str], list[list[str]]]:
+        """Header and rows of Table 1b: ``Combination``, ``k``, then pass@k (%) at each turn; one row per combination
+        and k (:func:`~convcodeworld_gym.metrics.sample_ks`), none for a combination of one trajectory per task."""
+        header = ["Combination", "k"] + [str(t) for t in self.turns]
+        rows = [[_label(n), str(k)] + [_percent(values[t - s.first_turn]) if 0 <= t - s.first_turn < len(values) else ""
+                                       for t in self.turns]
+                for n, s in self.scores.items() for k, values in s.pass_at_k.items()]
         return header, rows
 
     def mrr_table(self) -> tuple[list[str], list[list[str]]]:
@@ -152,6 +176,10 @@ class Report:
         tasks = f"{counts[0]} tasks" if len(counts) == 1 else "tasks per combination: " + ", ".join(
             f"{_label(n)} {s.n_tasks}" for n, s in self.scores.items()
         )
+        if self.samples > 1:
+            tasks += (f", {self.samples} trajectories each (per task the mean over them)"
+                      if len({s.samples for s in self.scores.values()}) == 1 else
+                      ", trajectories per task: " + ", ".join(f"{_label(n)} {s.samples}" for n, s in self.scores.items()))
         left_out = {n: s.left_out for n, s in self.scores.items() if s.left_out}
         if left_out:  # no verdict: a run of theirs was lost to the infrastructure, also on its retry
             tasks += "; left out, a run lost to the infrastructure: " + ", ".join(
@@ -193,6 +221,13 @@ class Report:
             parts.append(f"{_md(*self.canary_table())}\n\nCanary twins: tasks whose one changed test contradicts their "
                          "description, played beside the tasks and left out of Tables 1-3; their pass rate is never part "
                          f"of the scores.{note}")
+        if self.follows:
+            header = ["Combination", "Programs on perturbed tasks", "Followed", "Following rate (%)"]
+            rows = [[_label(n), str(f.programs), str(f.followed), _percent(f.rate)] for n, f in self.follows.items()]
+            parts.append(f"{_md(header, rows)}\n\nPerturbed public tests: two public tests of these tasks showed each "
+                         "other's expected value; a program *followed* when it passed a swapped test as shown (the wrong "
+                         "expectation). Scored on the true tests in Tables 1-3; the following rate is never part of the "
+                         "scores.")
         return "\n\n".join(parts)
 
     def markdown(self) -> str:
@@ -204,7 +239,12 @@ class Report:
         )
         watched = self.watch_markdown()
         watched = f"{watched}\n\n" if watched else ""
-        return f"{_md(*self.pass_table())}\n\n{c1}\n\n{_md(*self.mrr_table())}\n\n{c2}\n\n{watched}{legend}\n"
+        at_k = ""
+        if self.samples > 1:
+            at_k = (f"{_md(*self.pass_at_k_table())}\n\nTable 1b. pass@k (%) at each turn: the chance that at least one "
+                    "of k of a task's trajectories, drawn without replacement, passes there (the unbiased estimate from "
+                    "all of them), averaged over tasks; k = 1 is Table 1's Pass@1.\n\n")
+        return f"{_md(*self.pass_table())}\n\n{c1}\n\n{at_k}{_md(*self.mrr_table())}\n\n{c2}\n\n{watched}{legend}\n"
 
 
 def _percent(share: float | None) -> str:
@@ -271,6 +311,7 @@ def load_report(
         regressions=regression_shares(rows),
         canaries=canary_rates(twins),
         unfinished=len(unfinished),
+        follows=follow_rates(rows),
     )
 
 
@@ -336,8 +377,9 @@ def write_report(
     run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, compensate_init: bool = True,
     exclude_init_solved: bool = False, fill_cf: bool = False,
 ) -> tuple[Report, dict[str, Path]]:
-    """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv``, ``pass_at_turn.png``, ``regressions.csv`` and
-    ``canary.csv`` (its header only when the run played no canary twin) into ``out_dir`` (default: the run directory). Returns the report and the paths by role.
+    """Write ``report.md``, ``pass_at_turn.csv``, ``mrr_recall.csv``, ``pass_at_turn.png``, ``regressions.csv``,
+    ``canary.csv`` (its header only when the run played no canary twin) and ``pass_at_k.csv`` (its header only for a run
+    of one trajectory per task) into ``out_dir`` (default: the run directory). Returns the report and the paths by role.
     The keyword options are :func:`load_report`'s.
 
     Raises:
@@ -354,6 +396,7 @@ def write_report(
         paths["mrr_csv"].write_text(_csv(*report.mrr_table()), encoding="utf-8")
         paths["regressions_csv"].write_text(_csv(*report.regression_table()), encoding="utf-8")
         paths["canary_csv"].write_text(_csv(*report.canary_table()), encoding="utf-8")
+        paths["pass_at_k_csv"].write_text(_csv(*report.pass_at_k_table()), encoding="utf-8")
         plot_pass_at_turn(report, paths["plot"])
         record_written(out, REPORT_FILES.values())
     except OSError as exc:

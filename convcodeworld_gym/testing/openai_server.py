@@ -74,8 +74,18 @@ class Reply:
 Script = Union[Iterable[Union[str, Reply]], Callable[[dict[str, Any]], Union[str, Reply]]]
 
 
+class _Server(ThreadingHTTPServer):
+    """The standard library's threading server with a listen backlog for many clients at once: its default of 5
+    refuses (resets) connections when 16 or more clients connect together, as a rollout driver's episodes in flight
+    do."""
+
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 class ScriptedOpenAIServer:
-    """An OpenAI-compatible server on ``127.0.0.1`` (a free port) whose answers are scripted.
+    """An OpenAI-compatible server on ``127.0.0.1`` (a free port) whose answers are scripted. It serves hundreds of
+    clients at once (a thread per connection, a listen backlog of 1024).
 
     Args:
         script: a sequence of replies consumed one per request, or a function of the
@@ -92,14 +102,13 @@ class ScriptedOpenAIServer:
         self._fallback = fallback
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> ScriptedOpenAIServer:
         handler = _make_handler(self)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-openai", daemon=True)
         self._thread.start()
         return self

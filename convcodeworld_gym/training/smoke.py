@@ -30,7 +30,10 @@ Holds:
     smoke_player            the scripted player of a place of a group in the chat format, or None (the model's place):
                             ``make_rollout_func(scripts=smoke_player)``
     scripted_tool_generate  the tool door's: a ``model.generate`` whose scripted rows call the tool
+    scripted_bandit_generate  the bandit door's: a ``model.generate`` whose scripted rows write the canonical solution
+                            and the test fitter's program (which follows a perturbed context's feedback)
     smoke_line              what a smoke run prints about who played
+    bandit_smoke_line       what the bandit program's smoke run prints about who played
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from ..tasks import Task
 from .grpo import ScriptedPlayer
 
 __all__ = ["SMOKE_SCRIPTED", "smoke_programs", "reasoning_reply", "smoke_player", "scripted_tool_generate",
-           "smoke_line"]
+           "scripted_bandit_generate", "smoke_line", "bandit_smoke_line"]
 
 #: The places of each GRPO group that scripted players take: 0, a reasoning reply whose answer is right; 1, a wrong
 #: program. The smoke runs' groups are larger, so the model plays the rest.
@@ -130,16 +133,12 @@ def scripted_tool_generate(model: Any, tokenizer: Any, tasks: Sequence[Task]) ->
     the Qwen3 format of :func:`~convcodeworld_gym.testing.tiny_model.tiny_tool_model`), a turn after a scripted call
     ends with ``Done.``, and every other row is the model's own generation (the original ``generate``, on those rows
     alone). Returns the prompts and completions, padded, as ``generate`` does."""
-    original = model.generate
     by_prompt = {task.prompt.strip(): task for task in tasks}
 
     def task_of(prompt: str) -> Task | None:
         return next((task for text, task in by_prompt.items() if text in prompt), None)
 
-    def generate(input_ids: Any = None, attention_mask: Any = None, **kwargs: Any) -> Any:
-        import torch
-
-        prompts = tokenizer.batch_decode(input_ids, skip_special_tokens=False)
+    def scripted_of(prompts: list[str]) -> list[str | None]:
         places: dict[str, int] = {}
         scripted: list[str | None] = []
         for prompt in prompts:
@@ -151,6 +150,21 @@ def scripted_tool_generate(model: Any, tokenizer: Any, tasks: Sequence[Task]) ->
             else:
                 place = places[task.task_id] = places.get(task.task_id, -1) + 1
                 scripted.append(_tool_reply(task, place))
+        return scripted
+
+    return _padded_generate(model, tokenizer, scripted_of)
+
+
+def _padded_generate(model: Any, tokenizer: Any, scripted_of: Callable[[list[str]], list[str | None]]) -> Callable[..., Any]:
+    """A ``model.generate`` whose rows ``scripted_of(prompts)`` answers get that completion (encoded), the others the
+    model's own generation (the original ``generate``, on those rows alone); prompts and completions padded, as
+    ``generate`` returns them."""
+    original = model.generate
+
+    def generate(input_ids: Any = None, attention_mask: Any = None, **kwargs: Any) -> Any:
+        import torch
+
+        scripted = scripted_of(tokenizer.batch_decode(input_ids, skip_special_tokens=False))
         width = input_ids.shape[1]
         completions: list[list[int]] = [tokenizer.encode(text, add_special_tokens=False) if text is not None else []
                                         for text in scripted]
@@ -165,6 +179,48 @@ def scripted_tool_generate(model: Any, tokenizer: Any, tasks: Sequence[Task]) ->
         return torch.cat([input_ids, torch.tensor(padded, dtype=input_ids.dtype, device=input_ids.device)], dim=-1)
 
     return generate
+
+
+def scripted_bandit_generate(model: Any, tokenizer: Any, tasks: Sequence[Task], end: str = "<|im_end|>") -> Callable[..., Any]:
+    """A ``model.generate`` for the bandit program's smoke run (assign it to ``model.generate``): in each call (TRL's,
+    on a left-padded batch of contexts, each repeated once per place of its group), place 0 of each context writes the
+    task's canonical solution, place 1 what the test fitter writes on the context's feedback
+    (:class:`~convcodeworld_gym.testing.test_fitter.TestFitterPolicy`: the expected values the feedback shows,
+    hard-coded: on a perturbed context it follows the swapped expectations, and fails the true tests), each ending
+    with ``end``; the other places are the model's own."""
+    from ..testing.test_fitter import TestFitterPolicy
+
+    by_prompt = {task.prompt.strip(): task for task in tasks}
+
+    def scripted_of(prompts: list[str]) -> list[str | None]:
+        places: dict[str, int] = {}
+        out: list[str | None] = []
+        for prompt in prompts:
+            task = next((t for text, t in by_prompt.items() if text in prompt), None)
+            place = places[prompt] = places.get(prompt, -1) + 1
+            if task is None or place > 1:
+                out.append(None)
+            elif place == 0:
+                out.append(f"{fenced(task.ground_truth)}{end}")
+            else:
+                fitted = TestFitterPolicy().start(task, feedback="", seed=0).act({"execution_feedback": prompt}).text
+                out.append(f"{fitted}{end}")
+        return out
+
+    return _padded_generate(model, tokenizer, scripted_of)
+
+
+def bandit_smoke_line(group: int) -> str:
+    """What the bandit program's smoke run prints about who played its groups of ``group`` generations.
+
+    >>> bandit_smoke_line(4).split(": ")[1]
+    "in each group of 4, scripted players took 2 places beside the tiny random model's 2"
+    """
+    return (f"smoke run: in each group of {group}, scripted players took {SMOKE_SCRIPTED} places beside the tiny random "
+            f"model's {group - SMOKE_SCRIPTED}: the canonical solution (reward 1.0) and the test fitter, which hard-codes "
+            "the expected values the context's feedback shows (on a perturbed context it follows the swapped ones: "
+            "reward 0.0, counted in the following rate); the nonzero reward, loss, grad_norm and following rate come "
+            "from them (docs/training.md)")
 
 
 def smoke_line(group: int) -> str:

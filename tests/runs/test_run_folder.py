@@ -145,7 +145,7 @@ except OSError as exc:
     seen = json.loads(done.stdout)
     assert seen["errno"] == 27 and seen["filename"] == str(tmp_path / TURNS_FILE) and seen["size"] == seen["before"]
     writer = EpisodeLogWriter(tmp_path)
-    assert writer.done == {("CF", "t/0")} and writer.repaired == []
+    assert writer.done == {("CF", "t/0", 0)} and writer.repaired == []
     writer.close()
 
 

@@ -150,7 +150,7 @@ def test_replayed_state_rebuilds_the_logged_code_or_says_why(tmp_path, humaneval
     run_evaluation(config, coder, tmp_path, executor=executor, progress=None, log=lambda line: None)
     episodes = group_episodes(read_turns(tmp_path))
     checked = 0
-    for (_, task_id), rows in episodes.items():
+    for (_, task_id, _sample), rows in episodes.items():
         task = humaneval[task_id]
         for turn in range(len(rows)):
             state = replayed_state(coder, task, "CF-EF_full", 3, rows[:turn + 1])
@@ -158,6 +158,6 @@ def test_replayed_state_rebuilds_the_logged_code_or_says_why(tmp_path, humaneval
             assert state.correct == rows[turn].passed
             checked += 1
     assert checked >= 6
-    (_, task_id), rows = next((key, rows) for key, rows in episodes.items() if not rows[0].passed)
+    (_, task_id, _), rows = next((key, rows) for key, rows in episodes.items() if not rows[0].passed)
     with pytest.raises(ValueError, match="does not rebuild the logged code; pass the strength, max_bugs and seed"):
         replayed_state(SyntheticCoder(0.3, max_bugs=2), humaneval[task_id], "CF-EF_full", 4, rows[:1])
