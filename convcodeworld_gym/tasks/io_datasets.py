@@ -34,6 +34,7 @@ Holds:
     SCHEMAS               the four schemas
     LIVECODEBENCH_VERSIONS  LiveCodeBench's version tags and the files each reads
     IOLoad                what a load gives: the tasks, the rows left out and why
+    UnjudgeableRow        the reason a row was left out (a selection lists it as kind ``data``)
     parse_spec            a name or path with its options
     is_io_name            whether a name is one of these sets
     load_io_dataset       a named set from the hub (offline: an error at once, naming the fix)
