@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..sandbox.result import ExecutionResult, Outcome, TestResult
+from ..sandbox.run.iocheck import trim_text  # the one cut, which the judge's I/O failure texts use too
 from ..sandbox.run.events import MODULE_NAME
 from ..tasks import PUBLIC_TEST_COUNT, TEST_CLASS, Task
 from ..tasks.record import quiet_compiling
@@ -410,20 +411,7 @@ def trim_feedback(
     >>> out.splitlines()[:2], out.splitlines()[5], out.splitlines()[-1]
     (['line 0', 'line 1'], '...', 'line 1999')
     """
-    if len(text) < threshold:
-        return text
-    if threshold <= 0 and not text:
-        return text
-    lines = text.splitlines()
-    if len(lines) >= 10:
-        window = 5
-    elif len(lines) == 1:
-        window = 1
-    else:
-        window = len(lines) // 2
-    front = "\n".join(lines[:window])[:front_chars]
-    rear = "\n".join(lines[-window:])[-rear_chars:]  # as the reference slices: a 0 back window keeps it whole
-    return front + "\n...\n" + rear
+    return trim_text(text, threshold=threshold, front_chars=front_chars, rear_chars=rear_chars)
 
 
 def retrim_windows(front_chars: int = FRONT_CHARS, rear_chars: int = REAR_CHARS) -> Iterator[tuple[int, int]]:

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ..errors import DatasetError
-from .io import IOTask, expected_changes
+from .io import IOTask, changed_scalar, expected_changes
 from .record import TEST_CLASS, Task, parse_source
 
 if TYPE_CHECKING:  # the package's TaskSet, named in annotations only (it imports this module: no import back)
@@ -245,19 +245,6 @@ def _compared(node: _Node) -> tuple[ast.expr, ast.expr] | None:
     return None
 
 
-def _changed_value(value: Any) -> Any:
-    """The value rule 1 puts in place of ``value`` (same type), or None where it changes none of that type."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return value + 1
-    if isinstance(value, float):
-        return value + 1.0 if math.isfinite(value) and value + 1.0 != value else None
-    if isinstance(value, (str, bytes)):
-        return value + ("!" if isinstance(value, str) else b"!")
-    return None
-
-
 def _expected_change(node: _Node, test: str, source: str, offsets: list[int]) -> Change | None:
     """Rule 1 on ``node``: the first scalar constant of the one literal side, changed keeping its type."""
     sides = _compared(node)
@@ -266,13 +253,13 @@ def _expected_change(node: _Node, test: str, source: str, offsets: list[int]) ->
     literal = [side for side in sides if _is_literal(side)]
     if len(literal) != 1:
         return None
-    constants = sorted((c for c in ast.walk(literal[0]) if isinstance(c, ast.Constant) and _changed_value(c.value) is not None),
+    constants = sorted((c for c in ast.walk(literal[0]) if isinstance(c, ast.Constant) and changed_scalar(c.value) is not None),
                        key=lambda c: (c.lineno, c.col_offset))
     if not constants:
         return None
     constant = constants[0]
     start, end = _span(constant, source, offsets)
-    return Change(test, "expected", constant.lineno, start, end, source[start:end], repr(_changed_value(constant.value)))
+    return Change(test, "expected", constant.lineno, start, end, source[start:end], repr(changed_scalar(constant.value)))
 
 
 def _inverted_change(node: _Node, test: str, source: str, offsets: list[int]) -> Change | None:

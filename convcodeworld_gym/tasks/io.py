@@ -35,6 +35,7 @@ Holds:
     ExpectedChange   one candidate change of an expected output (a canary twin's)
     changed_expected an expected output changed so that the task's rule reads another answer
     expected_changes the candidate changes of a task's expected outputs
+    changed_scalar   the value a canary twin puts in place of a scalar (this kind's and the unittest twins')
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import Any
 from .record import TEST_CLASS, Task
 
 __all__ = ["IOCase", "IOTask", "KINDS", "ENTRY_POINTS", "CHECK_MODULE", "LIVECODEBENCH_HEADER", "APPS_HEADER", "io_test_source",
-           "wrapper_program", "ExpectedChange", "expected_changes", "changed_expected"]
+           "wrapper_program", "ExpectedChange", "expected_changes", "changed_expected", "changed_scalar"]
 
 KINDS = ("stdio", "call")
 #: The function of the wrapper program the tests call, by kind.
@@ -291,16 +292,21 @@ class ExpectedChange:
     after: str
 
 
-def _changed_scalar(value: Any) -> Any:
-    """The value a twin puts in place of a JSON scalar (same type), or None where none is changed."""
+def changed_scalar(value: Any) -> Any:
+    """The value a canary twin puts in place of a scalar (same type: a bool negated, a number plus one, a string or
+    bytes with ``!`` appended), or None where it changes none of that type (a float too large to move by one).
+
+    >>> changed_scalar(3), changed_scalar(False), changed_scalar("ab"), changed_scalar(b"x"), changed_scalar(1e300)
+    (4, True, 'ab!', b'x!', None)
+    """
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
         return value + 1
     if isinstance(value, float):
         return value + 1.0 if math.isfinite(value) and value + 1.0 != value else None
-    if isinstance(value, str):
-        return value + "!"
+    if isinstance(value, (str, bytes)):
+        return value + ("!" if isinstance(value, str) else b"!")
     return None
 
 
@@ -320,7 +326,7 @@ def _changed_json(value: Any) -> tuple[Any, bool]:
             if done:
                 return out_dict, True
         return value, False
-    changed = _changed_scalar(value)
+    changed = changed_scalar(value)
     return (changed, True) if changed is not None else (value, False)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 __all__ = ["Task", "test_method_names", "imported_modules", "imported_module_paths", "third_party", "parse_source", "parse_result", "quiet_compiling",
-           "TEST_CLASS", "PUBLIC_TEST_COUNT"]
+           "TEST_CLASS", "PUBLIC_TEST_COUNT", "dotted_name"]
 
 #: Name of the unittest class every task's test source defines.
 TEST_CLASS = "TestCases"
@@ -61,6 +61,23 @@ def parse_source(source: str) -> ast.Module | None:
     """``source``'s syntax tree, or None where it has none (:func:`parse_result` says why)."""
     tree = parse_result(source)
     return tree if isinstance(tree, ast.Module) else None
+
+
+def dotted_name(node: ast.AST) -> str | None:
+    """The dotted name an expression spells (``pd.read_csv`` -> ``"pd.read_csv"``), or None where it is no chain of
+    names and attributes.
+
+    >>> dotted_name(ast.parse("a.b.c").body[0].value), dotted_name(ast.parse("f().x").body[0].value)
+    ('a.b.c', None)
+    """
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 #: How many test methods of a task are public (shown by partial execution feedback): the reference's first 3.

@@ -152,17 +152,6 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return names
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _canonical(name: str) -> str:
     """A resolved name as the table keys it (``pandas.io.pickle.read_pickle`` -> ``pandas.read_pickle`` where the
     public name is shorter; ``os.path`` left as it is)."""
@@ -176,7 +165,7 @@ def _canonical(name: str) -> str:
 def reader_calls(test_source: str, prelude: str = "") -> Iterator[str]:
     """The resolved names of the calls in ``test_source`` whose last part reads, opens, loads, parses or runs code;
     names resolved through ``prelude`` too (the task's imports, which the judge's module starts with)."""
-    from convcodeworld_gym.tasks.record import parse_source  # parsed quietly (a test's invalid escapes warn)
+    from convcodeworld_gym.tasks.record import dotted_name, parse_source  # parsed quietly (invalid escapes warn)
 
     tree, head_tree = parse_source(test_source), parse_source(prelude)
     if tree is None:
@@ -185,7 +174,7 @@ def reader_calls(test_source: str, prelude: str = "") -> Iterator[str]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        dotted = _dotted(node.func)
+        dotted = dotted_name(node.func)
         if dotted is None:
             continue
         head, _, rest = dotted.partition(".")

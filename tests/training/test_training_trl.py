@@ -77,11 +77,8 @@ class _Trainer:
         self.model, self.processing_class = model, tokenizer
 
 
-def test_a_batch_is_played_together_one_generation_per_turn(humaneval, executor):
-    """4 episodes (2 tasks x 2 generations) of 3 programs: 3 calls of model.generate in all, each for every live
-    episode (one per episode and turn, 12, before), and the token record is what was sampled."""
-    import gymnasium as gym
-
+def _counting_tiny_model():
+    """The tiny model and its tokenizer, with ``model.generate`` counting the batch size of each call in ``calls``."""
     from convcodeworld_gym.testing.tiny_model import tiny_model
 
     model, tokenizer = tiny_model(0)
@@ -93,6 +90,15 @@ def test_a_batch_is_played_together_one_generation_per_turn(humaneval, executor)
         return generate(inputs, **kwargs)
 
     model.generate = counting
+    return model, tokenizer, calls
+
+
+def test_a_batch_is_played_together_one_generation_per_turn(humaneval, executor):
+    """4 episodes (2 tasks x 2 generations) of 3 programs: 3 calls of model.generate in all, each for every live
+    episode (one per episode and turn, 12, before), and the token record is what was sampled."""
+    import gymnasium as gym
+
+    model, tokenizer, calls = _counting_tiny_model()
     tasks = humaneval.subset(limit=2)
     rows = grpo_rows(tasks)
     rollout = make_rollout_func(
@@ -195,18 +201,9 @@ def test_scripted_players_play_beside_the_model_and_their_reasoning_reply_is_jud
     trained on (mask 1). Read as the reference read replies (``reasoning="keep"``), the draft is judged: 0.0."""
     import gymnasium as gym
 
-    from convcodeworld_gym.testing.tiny_model import tiny_model
     from convcodeworld_gym.training.smoke import reasoning_reply, smoke_player, smoke_programs
 
-    model, tokenizer = tiny_model(0)
-    calls: list[int] = []
-    generate = model.generate
-
-    def counting(inputs, **kwargs):
-        calls.append(int(inputs.shape[0]))
-        return generate(inputs, **kwargs)
-
-    model.generate = counting
+    model, tokenizer, calls = _counting_tiny_model()
     task = humaneval["HumanEval/2"]
     rows = grpo_rows([task])
     by_mode = {}

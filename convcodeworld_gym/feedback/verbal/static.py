@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ...tasks.record import imported_modules, parse_source
+from ...tasks.record import dotted_name, imported_modules, parse_source
 
 __all__ = ["CodeFacts", "code_facts"]
 
@@ -23,17 +23,6 @@ class CodeFacts:
     modules: frozenset[str] = frozenset()
     calls: frozenset[str] = frozenset()
     raises: frozenset[str] = frozenset()
-
-
-def _dotted(node: ast.expr) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def code_facts(source: str) -> CodeFacts:
@@ -63,14 +52,14 @@ def code_facts(source: str) -> CodeFacts:
     raises: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            name = _dotted(node.func)
+            name = dotted_name(node.func)
             if name is not None:
                 root, _, rest = name.partition(".")
                 if root in aliases:
                     calls.add(aliases[root] + (f".{rest}" if rest else ""))
         elif isinstance(node, ast.Raise) and node.exc is not None:
             exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-            name = _dotted(exc)
+            name = dotted_name(exc)
             if name is not None and name[:1].isupper() or (name and "." in name):
                 raises.add(name.split(".")[-1])  # type: ignore[union-attr]
     return CodeFacts(imported_modules(source), frozenset(calls), frozenset(raises))
