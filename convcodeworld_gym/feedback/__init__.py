@@ -1,7 +1,8 @@
 """Feedback texts: compilation (CF) and execution (EF, partial or full), and their readers
 (did this CF compile? does this EF show a failure, for which tests?).
 
-Verbal feedback (the novice / expert simulators) lives in :mod:`.verbal`.
+Verbal feedback (the novice / expert simulators) lives in :mod:`.verbal`; what of a step's info the policy's side may
+be shown (the episode server's ``metadata["info"]``), in :mod:`.shown`.
 """
 
 from .compilation import COMPILE_FILENAME, NO_SYNTAX_ERRORS, ReplyFeedback, compilation_feedback, compiled, reply_feedback

@@ -40,7 +40,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -61,6 +61,7 @@ __all__ = [
     "compile_error_feedback",
     "reference_partial_names",
     "visible_tests",
+    "public_reported",
     "stopped_test",
     "rest_after_stop",
     "shows_failure",
@@ -318,12 +319,22 @@ def execution_feedback(
     return trim_feedback(text) if trim else text
 
 
-def _public_reported(result: ExecutionResult, shown: set[str]) -> bool:
-    """Whether every shown test of ``result`` reported an outcome of its own. Executors run a task's public tests
-    first (:attr:`~..tasks.Task.public_tests`), so a crash or a time limit that came after that came in a hidden test,
-    and partial coverage must not show it: the public tests' text stays what they reported (else a program that
-    loops or dies on one hidden input would tell a policy something of it)."""
-    return all(t.outcome not in (Outcome.NOT_RUN, Outcome.TIMEOUT) for t in result.tests if t.name in shown)
+def public_reported(outcomes: Iterable[tuple[str, Outcome]], shown: Collection[str]) -> bool:
+    """Whether every shown test among ``outcomes`` (``(name, outcome)`` pairs) reported an outcome of its own.
+    Executors run a task's public tests first (:attr:`~..tasks.Task.public_tests`), so a crash or a time limit that
+    came after that came in a hidden test, and partial coverage must not show it: the public tests' text stays what
+    they reported (else a program that loops or dies on one hidden input would tell a policy something of it).
+
+    >>> public_reported([("a", Outcome.PASSED), ("b", Outcome.NOT_RUN)], {"a"})
+    True
+    >>> public_reported([("a", Outcome.TIMEOUT), ("b", Outcome.NOT_RUN)], {"a"})
+    False
+    """
+    return all(outcome not in (Outcome.NOT_RUN, Outcome.TIMEOUT) for name, outcome in outcomes if name in shown)
+
+
+def _public_reported(result: ExecutionResult, shown: Collection[str]) -> bool:
+    return public_reported(((t.name, t.outcome) for t in result.tests), shown)
 
 
 def compile_error_feedback(

@@ -36,7 +36,10 @@ from ..tasks.canary import CanarySpec
 from .public import Redactor, machine_paths
 from .tally import EpisodeTally
 
-__all__ = ["Backend", "ServerLimits"]
+__all__ = ["Backend", "ServerLimits", "INFO_SCOPES"]
+
+#: What of a step's info a client gets: only what the feedback could show, or all of it (:class:`Backend`'s ``info``).
+INFO_SCOPES = ("shown", "full")
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,11 @@ class Backend:
         canary, canary_seed: canary twins mixed into the task set (``convcodeworld serve --canary``; as for
             ``gym.make``: :func:`~convcodeworld_gym.tasks.canary.with_canaries`). A twin's reward is always 0.0; its
             episodes are marked (``metadata["info"]["canary"]``) and :attr:`tally` reports their pass rate.
+        info: what of a step's ``info`` a client gets in ``metadata["info"]`` (``convcodeworld serve --info``):
+            ``"shown"`` (default) keeps only what the step's execution feedback could show (a hidden test's
+            traceback and a crash in a hidden test taken out: :func:`~convcodeworld_gym.feedback.shown.shown_info`),
+            for a client that may be, or may feed, the policy; ``"full"`` sends it all, for a client the operator
+            trusts with the hidden tests (an evaluation harness of their own).
 
     Envs are made in a thread of the caller's choosing (``make_env`` blocks: the first one chooses the task set,
     which may ask the runtime what it lacks). ``live_episodes`` counts the envs made and not yet released; an env
@@ -123,6 +131,7 @@ class Backend:
         limits: ServerLimits = ServerLimits(),
         canary: CanarySpec = None,
         canary_seed: int = 0,
+        info: str = "shown",
     ) -> None:
         self.ids: tuple[str, ...] = tuple(ids)
         unknown = [i for i in self.ids if i not in LIVE_IDS]
@@ -138,6 +147,9 @@ class Backend:
         self.simulator_kwargs = dict(simulator_kwargs or {})
         self.limits = limits
         self.canary, self.canary_seed = canary, canary_seed
+        if info not in INFO_SCOPES:
+            raise ValueError(f"info must be one of {INFO_SCOPES} (convcodeworld serve --info), got {info!r}")
+        self.info = info
         self.tally = EpisodeTally()
         self._tasks: TaskSet | None = None
         self._lock = threading.Lock()

@@ -17,7 +17,7 @@ from ..registration import LIVE_IDS
 from ..sandbox import Executor, Limits, SandboxExecutor
 from ..tasks import BIGCODEBENCH_ENV, DEFAULT_DATASET
 from ..training.flags import add_canary_arguments
-from .backend import Backend, ServerLimits
+from .backend import INFO_SCOPES, Backend, ServerLimits
 
 __all__ = ["add_serve", "cmd_serve"]
 
@@ -58,6 +58,10 @@ def add_serve(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_canary_arguments(data)  # --canary SHARE, --canary-seed N: twins in the task set, their rate at GET /episodes
     data.add_argument("--simulator-model", default=None)
     data.add_argument("--simulator-base-url", default=None)
+    data.add_argument("--info", choices=INFO_SCOPES, default="shown",
+                      help="what of each step's info a client gets in metadata.info: 'shown' (default) only what the "
+                      "step's execution feedback could show (no hidden test's traceback), for clients that may be or "
+                      "feed the policy; 'full' everything, hidden tests' tracebacks included, for a trusted harness")
     run = serve.add_argument_group("sandbox (one executor for all sessions)")
     run.add_argument("--workers", type=int, default=None, help="sandbox worker slots (default: one per core)")
     run.add_argument("--runtime", default=None, help="the interpreter that runs the programs (as for evaluate)")
@@ -113,7 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           executor=executor, max_turns=args.max_turns, feedback_style=args.feedback_style,
                           reasoning=args.reasoning,
                           simulator_kwargs={k: v for k, v in simulator.items() if v is not None}, limits=limits,
-                          canary=args.canary or None, canary_seed=args.canary_seed)
+                          canary=args.canary or None, canary_seed=args.canary_seed, info=args.info)
     except BaseException:
         executor.close()
         raise

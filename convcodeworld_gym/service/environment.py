@@ -49,6 +49,7 @@ from .. import __version__  # noqa: E402
 from ..aio import run_sync  # noqa: E402
 from ..env import ConvCodeWorldEnv  # noqa: E402
 from ..errors import ResetNeeded, ServerLimitError  # noqa: E402
+from ..feedback.shown import shown_info  # noqa: E402
 from .backend import Backend  # noqa: E402
 from .guard import ClientGone, report_error_code, unless_client_gone  # noqa: E402
 from .models import CodeAction, EpisodeState, FeedbackObservation, info_to_json  # noqa: E402
@@ -217,8 +218,11 @@ class ConvCodeWorldService(Environment[CodeAction, FeedbackObservation, EpisodeS
 
     def _observation(self, obs: dict[str, Any], reward: float | None, terminated: bool, truncated: bool,
                      info: dict[str, Any]) -> FeedbackObservation:
-        """The wire observation of ``obs`` and ``info``, the machine's paths masked in the feedback and the info."""
+        """The wire observation of ``obs`` and ``info``, the machine's paths masked in the feedback and the info;
+        of the info, under the backend's ``info="shown"``, only what the step's feedback could show."""
         redactor = self.backend.redactor
+        if self.backend.info == "shown" and self._env is not None:
+            info = shown_info(info, self._env.unwrapped.task.public_tests)
         shown = {key: redactor.text(value) if key in _FEEDBACK_FIELDS else value for key, value in obs.items()}
         return FeedbackObservation(
             **shown, task_id=str(info["task_id"]), env_id=self._state.env_id, done=terminated or truncated, reward=reward,
