@@ -32,6 +32,7 @@ Holds:
     APPS_HEADER      the imports APPS' and TACO's judges run before the code
     io_test_source   the generated unittest module of a task's cases, with where each expected output lies in it
     wrapper_program  the program the sandbox runs for some code of a task
+    wrapped_code     the model's code inside such a program (what its run may want warm)
     ExpectedChange   one candidate change of an expected output (a canary twin's)
     changed_expected an expected output changed so that the task's rule reads another answer
     expected_changes the candidate changes of a task's expected outputs
@@ -40,16 +41,17 @@ Holds:
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .record import TEST_CLASS, Task
+from .record import TEST_CLASS, Task, imported_modules
 
 __all__ = ["IOCase", "IOTask", "KINDS", "ENTRY_POINTS", "CHECK_MODULE", "LIVECODEBENCH_HEADER", "APPS_HEADER", "io_test_source",
-           "wrapper_program", "ExpectedChange", "expected_changes", "changed_expected", "changed_scalar"]
+           "wrapper_program", "wrapped_code", "ExpectedChange", "expected_changes", "changed_expected", "changed_scalar"]
 
 KINDS = ("stdio", "call")
 #: The function of the wrapper program the tests call, by kind.
@@ -119,6 +121,27 @@ def wrapper_program(code: str, *, kind: str, header: str = "", func_name: str = 
     return (f"from {PROGRAM_MODULE} import Program as _Program\n\n"
             f"_program = _Program({code!r}, kind={kind!r}, header={header!r}, func_name={func_name!r}, args={args!r})\n"
             f"{entry} = _program.{entry}\n" + (_SCRIPT_TAIL if kind == "stdio" else ""))
+
+
+def wrapped_code(program: str) -> str | None:
+    """The model's code that :func:`wrapper_program` wrapped in ``program``, or None where ``program`` is not such a
+    wrapper (it reads the one ``_Program(...)`` call's first argument; nothing of ``program`` runs).
+
+    >>> wrapped_code(wrapper_program("import numpy\\nprint(1)", kind="stdio"))
+    'import numpy\\nprint(1)'
+    >>> wrapped_code("print(1)") is None
+    True
+    """
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Assign) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "_Program" and call.args
+                and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+            return call.args[0].value
+    return None
 
 
 def _test_name(index: int, count: int) -> str:
@@ -246,6 +269,13 @@ class IOTask(Task):
     def visible_program(self, code: str) -> str:
         """``code`` itself: what compile errors, tracebacks and a simulated user refer to."""
         return code
+
+    def program_imports(self, program: str) -> frozenset[str]:
+        """What the model's code in ``program`` imports, and the import header's modules: never the wrapper's own
+        runner (this package's, preloaded by every sandbox worker), which sent every I/O run to the heaviest
+        worker. A program this task's :meth:`program_for` did not make: what it imports itself."""
+        code = wrapped_code(program)
+        return imported_modules(program) if code is None else imported_modules(code) | imported_modules(self.import_header)
 
     @cached_property
     def module_paths(self) -> frozenset[str]:

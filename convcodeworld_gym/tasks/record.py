@@ -252,6 +252,15 @@ class Task:
         """
         return self.header + code
 
+    def program_imports(self, program: str) -> frozenset[str]:
+        """Top-level names of the modules ``program`` (one :meth:`program_for` made) imports, at any depth: what its
+        run may want warm in the sandbox (:meth:`~convcodeworld_gym.sandbox.SandboxExecutor.group_of`).
+
+        >>> sorted(Task("t/0", "p", "", "f", "", "").program_imports("import numpy\\ndef f():\\n    import os"))
+        ['numpy', 'os']
+        """
+        return imported_modules(program)
+
     def visible_program(self, code: str) -> str:
         """The program as the model wrote it, what compile errors, code facts and simulated users refer to: here the
         program run (:meth:`program_for`)."""

@@ -24,7 +24,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from ...errors import ExecutorError
-from ...tasks import TEST_CLASS, Task, imported_modules, third_party
+from ...tasks import TEST_CLASS, Task, third_party
 from ..confinement.confine import Level, SandboxSettings
 from ..confinement.slot_cgroup import CgroupUnavailable, SlotCgroup, find_tree, remove_slot, slot_names
 from ..limits import Limits
@@ -452,7 +452,9 @@ class SandboxExecutor(Executor):
         """The worker group a run of ``program`` for ``task`` forks from, or ``"all"`` when the executor was given
         ``preload``: the task's import profile (kept with its profile), widened to cover what the program itself
         imports (a program that returns numpy values for a standard-library task forks from the numpy worker,
-        whose judge can read them, as with one worker that holds everything)."""
+        whose judge can read them, as with one worker that holds everything). What the program imports is
+        the task's to say (:meth:`~convcodeworld_gym.tasks.Task.program_imports`: an input/output task's wrapper
+        imports its runner, which every group preloads; the model's code inside it is what counts)."""
         if not self.by_profile:
             return _ALL
         key = profile_key(task, self._fingerprint) if self._fingerprint is not None else None
@@ -460,7 +462,7 @@ class SandboxExecutor(Executor):
         base = (known.imports if known is not None and known.imports else None) or import_profile(task)
         if base == "own":
             return base
-        extra = third_party(imported_modules(program))
+        extra = third_party(task.program_imports(program))  # an I/O task's: its code's, never the wrapper's runner
         if not extra and not ("plot" in program or "hist" in program):
             return base
         return profile_for({*IMPORT_PROFILES[base], *extra}, program)

@@ -127,3 +127,20 @@ def test_the_submodules_a_task_imports_are_loaded_in_its_worker_before_the_run_f
     with SandboxExecutor(workers=1, cache=False) as ex:
         first, later = ex.run(SUBMODULES, SUBMODULES.ground_truth), ex.run(SUBMODULES, SUBMODULES.ground_truth)
     assert first.passed and later.passed, first.tests[0].traceback[-400:]
+
+
+def test_an_io_tasks_run_forks_from_the_standard_library_worker():
+    """An input/output task's program imports its runner from this package (``sandbox.run.ioprogram``), which every
+    group preloads: it never widens the group (every I/O run forked from the heaviest worker, twice the CPU a run),
+    and what the program itself imports still does."""
+    from pathlib import Path
+
+    from convcodeworld_gym.tasks import load_tasks
+
+    task = load_tasks(str(Path(__file__).resolve().parents[2] / "fixtures" / "io" / "livecodebench.jsonl"))["abc900_a"]
+    plain = "a, b = map(int, input().split())\nprint(a + b)\n"
+    heavy = "import numpy as np\na, b = map(int, input().split())\nprint(int(np.int64(a) + b))\n"
+    with SandboxExecutor(workers=1, cache=False) as ex:
+        assert ex.group_of(task, task.program_for(plain)) == "stdlib"
+        results = [ex.run(task, task.program_for(code)) for code in (plain, heavy)]
+    assert [(r.passed, r.details["worker_group"]) for r in results] == [(True, "stdlib"), (True, "numpy")]
