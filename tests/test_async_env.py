@@ -222,3 +222,40 @@ def test_the_first_awaited_calls_do_no_slow_setup_on_the_loop(tmp_path, uncached
         env.close(), policy.close()
     assert requests == 2 and verbal_s > 0  # the user and the policy each asked the server, through their async clients
     assert seen == []  # before 0df309d: two AsyncOpenAI.__init__; before issue 51: two AsyncAPIClient.post
+
+
+def test_no_blocking_client_is_made_until_a_blocking_call_needs_one(tmp_path, uncached, monkeypatch):
+    """Making an env with the LLM user, or an LLM policy, loads no TLS store (an ``openai.OpenAI`` client: 25 ms here,
+    0.3-0.7 s on a busy machine; 64 envs made at once took 1.6 s): the blocking client is made on the first blocking
+    request, and an awaited episode never makes one."""
+    made: list[str] = []
+    real_init = openai.OpenAI.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(str(kwargs.get("base_url")))
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(openai.OpenAI, "__init__", counting)
+    with ScriptedOpenAIServer(lambda body: LLM_REPLY) as server:
+        def make(name: str) -> ConvCodeWorldEnv:
+            return ConvCodeWorldEnv("CF-EF_full-SEF", dataset="humaneval", task_ids=TASKS, max_turns=MAX_TURNS,
+                                    executor=uncached, simulator_kwargs={
+                                        "backend": "llm", "base_url": server.base_url, "api_key": "k",
+                                        "cache_path": str(tmp_path / f"{name}.sqlite"), "model": "sim"})
+
+        awaited_env, blocking_env = make("awaited"), make("blocking")
+        policy = OpenAIPolicy("coder", base_url=server.base_url, api_key="k")
+        assert made == []
+
+        async def awaited_episode() -> None:
+            obs, _ = await awaited_env.areset(options={"task_id": TASKS[0]})
+            await awaited_env.astep(f"{awaited_env.task.code_prompt}    return None\n")  # wrong: the user speaks
+            await policy.start(awaited_env.task, feedback="CF-EF_full-SEF", seed=0).aact(obs)
+            await policy.aclose()
+
+        asyncio.run(awaited_episode())
+        assert made == [] and len(server.chat_requests) == 2
+        blocking_env.reset(options={"task_id": TASKS[0]})
+        blocking_env.step(f"{blocking_env.task.code_prompt}    return None\n")
+        assert made == [server.base_url] and len(server.chat_requests) == 3  # the user's first blocking request
+        awaited_env.close(), blocking_env.close(), policy.close()

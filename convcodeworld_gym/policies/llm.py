@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..aio import Call, Plan, run_awaited, run_blocking
-from ..chat import RETRYABLE_STATUS, AsyncClients, ChatFailure, endpoint_problem, retry_plan
+from ..chat import RETRYABLE_STATUS, AsyncClients, ChatFailure, SyncClient, endpoint_problem, retry_plan
 from ..errors import ContextOverflow, ConvCodeWorldError
 from ..records import valid_text
 from ..tasks import Task
@@ -154,7 +154,7 @@ class OpenAIPolicy(Policy):
             "max_retries": 0,
             "timeout": timeout_s,
         }
-        self._client = openai.OpenAI(**client_options)
+        self._client = SyncClient(**client_options)  # made on first blocking use
         self._async_clients = AsyncClients(**client_options)
 
     def start(self, task: Task, *, feedback: str, seed: int) -> PolicyEpisode:
@@ -167,7 +167,7 @@ class OpenAIPolicy(Policy):
         Raises:
             LLMError: it cannot (names the endpoint, the model and why).
         """
-        problem = endpoint_problem(self._client, timeout_s)
+        problem = endpoint_problem(self._client.get(), timeout_s)
         if problem is not None:
             raise LLMError(f"LLM endpoint {self.base_url} (model {self.model!r}): {problem}")
 
@@ -252,7 +252,7 @@ class OpenAIPolicy(Policy):
             return response
 
         def send() -> Any:
-            return checked(self._client.chat.completions.create(**kwargs))
+            return checked(self._client.get().chat.completions.create(**kwargs))
 
         async def asend() -> Any:
             return checked(await self._async_clients.arun(lambda client: client.chat.completions.create(**kwargs)))

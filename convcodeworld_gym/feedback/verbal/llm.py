@@ -21,10 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import openai
-
 from ...aio import Call, Plan, run_awaited, run_blocking
-from ...chat import AsyncClients, ChatFailure, Malformed, retry_plan
+from ...chat import AsyncClients, ChatFailure, Malformed, SyncClient, retry_plan
 from ...errors import SimulatorError
 from ...records import valid_text
 from ..context import TurnContext, Usage, VerbalReply
@@ -101,7 +99,7 @@ class LLMSimulator:
             self.params["seed"] = int(seed)
         self.retries, self.backoff_s, self.timeout_s, self._sleep = retries, backoff_s, timeout_s, sleep
         options: dict[str, Any] = {"base_url": self.endpoint, "api_key": api_key or "EMPTY", "max_retries": 0, "timeout": timeout_s}
-        self._client = openai.OpenAI(**options)
+        self._client = SyncClient(**options)  # made on first blocking use: an awaited user never loads its TLS store
         self._async_clients = AsyncClients(**options)
         self.source = f"llm:{model}"
 
@@ -165,7 +163,7 @@ class LLMSimulator:
         """One answer from the API, retrying transient failures with exponential backoff (see :mod:`...chat`)."""
 
         def send() -> tuple[str, Usage]:
-            return _read(self._client.chat.completions.create(model=self.model, messages=messages, **self.params))  # type: ignore[arg-type]
+            return _read(self._client.get().chat.completions.create(model=self.model, messages=messages, **self.params))  # type: ignore[arg-type]
 
         async def asend() -> tuple[str, Usage]:
             return _read(await self._async_clients.arun(lambda client: client.chat.completions.create(model=self.model, messages=messages, **self.params)))  # type: ignore[arg-type]
