@@ -305,6 +305,14 @@ def test_the_wrapper_serves_stdin_forms_threads_and_exit_codes(executor):
         "thread": "import threading\ndef main():\n    input()\n    print(sum(map(int, input().split())))\n"
                   "threading.Thread(target=main).start()\n",
         "exit 0": "import sys\ninput()\nprint(sum(map(int, input().split())))\nsys.exit(0)\n",
+        # the standard descriptors themselves, as a process of its own has them (os.read and fileinput read nothing before, argv was the worker's)
+        "os.read": "import os\nn, *xs = map(int, os.read(0, 1 << 20).split())\nos.write(1, b'%d\\n' % sum(xs))\n",
+        "fileno": "import os, sys\nwith os.fdopen(sys.stdin.fileno(), 'rb', closefd=False) as f:\n"
+                  "    n, *xs = map(int, f.read().split())\nprint(sum(xs))\n",
+        "fileinput": "import fileinput\nlines = [line for line in fileinput.input()]\nprint(sum(map(int, lines[1].split())))\n",
+        "argv": "import sys\nassert sys.argv == ['solution.py'], sys.argv\ninput()\nprint(sum(map(int, input().split())))\n",
+        "open(1)": "input()\nopen(1, 'w').write('%d\\n' % sum(map(int, input().split())))\n",
+        "print, then close 1": "import os\ninput()\nprint(sum(map(int, input().split())), flush=True)\nos.close(1)\n",
     }
     task = _task(cases, rule="taco")
     for name, code in forms.items():

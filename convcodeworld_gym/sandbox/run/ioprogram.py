@@ -6,11 +6,15 @@ task's facts as string literals (nothing of the code runs as the module loads), 
 module, whose method is the entry point the generated tests call. It never says whether a test passed (the
 comparison is the judge's, :mod:`.iocheck`, on the data returned):
 
-* :meth:`Program.run_program` (``stdio``): runs the code afresh, as ``__main__`` in a namespace of its own, with the
-  input as its standard input (``sys.stdin``, its ``buffer``, ``input()``, ``open(0)``) and its standard output and
-  error captured (``sys.stdout`` and its ``buffer``, ``open(1, "w")``); waits for the threads it started, as the
-  interpreter does at exit; returns ``{"stdout", "stderr", "error", "exit"}``: what it wrote, the traceback of an
-  exception it raised (None if none), and its exit status (``SystemExit`` ends it as an exit would).
+* :meth:`Program.run_program` (``stdio``): runs the code afresh, as ``__main__`` in a namespace of its own, as a
+  script ``solution.py`` run bare would run (``sys.argv == ["solution.py"]``): its standard input, output and error
+  are this process's descriptors 0, 1 and 2 for the run, memory files (:class:`_StandardFiles`) holding the input and
+  collecting what it wrote, with streams over them as the interpreter makes them, so every way a program reads and
+  writes them works as in a process of its own (``input()``, ``sys.stdin`` and its ``buffer``, ``open(0)``,
+  ``os.read(0, n)``, ``fileinput``; ``print``, ``sys.stdout.buffer``, ``os.write(1, b)``, a C library's writes);
+  waits for the threads it started, as the interpreter does at exit; returns ``{"stdout", "stderr", "error",
+  "exit"}``: what it wrote, the traceback of an exception it raised (None if none), and its exit status
+  (``SystemExit`` ends it as an exit would; ``os._exit`` ends the process, so the tests after it fail).
 * :meth:`Program.call_solution` (``call``): runs the code once, as a module named ``solution``, then for each call
   finds ``Solution().<name>`` (where the code says ``class Solution``: the judges' own test for LeetCode's form) or
   the function ``<name>``, calls it with the JSON-decoded arguments and returns ``{"value", "stdout", "error"}``.
@@ -33,7 +37,9 @@ import builtins
 import io
 import json
 import linecache
+import os
 import sys
+import tempfile
 import threading
 import traceback
 from typing import Any
@@ -52,24 +58,91 @@ class _Kept(io.BytesIO):
         pass
 
 
-def _stream(data: bytes, writing: bool) -> tuple[io.BytesIO, io.TextIOWrapper]:
-    raw = _Kept() if writing else io.BytesIO(data)
-    return raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace", write_through=writing)
+def _captured() -> tuple[io.BytesIO, io.TextIOWrapper]:
+    """A text stream whose bytes stay readable after the program closed it: a call's ``sys.stdout``."""
+    raw = _Kept()
+    return raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace", write_through=True)
 
 
-def _opener(stdin_data: bytes, stdout: io.TextIOWrapper) -> Any:
-    """The ``open`` a run's namespace gets: descriptor 0 reads the input, 1 writes the output, any other is a file."""
-    real = builtins.open
+class _StandardFiles:
+    """Descriptors 0, 1 and 2 of this process during the runs of ``stdio`` programs: three memory files (``memfd``;
+    where the sandbox refuses one, unlinked files in the run's private ``/tmp``), made once and emptied for each run,
+    holding the input on 0 and collecting what the program writes on 1 and 2, and the streams the interpreter would
+    make over them. :meth:`end` reads what was written and gives the process its own descriptors back, whatever the
+    program did to 0-2; files the program closed or replaced are made again at the next :meth:`start`."""
 
-    def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:  # noqa: A001 - the program's own open
-        if type(file) is int and file == 0:
-            raw = io.BytesIO(stdin_data)
-            return raw if "b" in mode else io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
-        if type(file) is int and file == 1:
-            return stdout.buffer if "b" in mode else stdout
-        return real(file, mode, *args, **kwargs)
+    NAMES = ("stdin", "stdout", "stderr")
 
-    return open
+    def __init__(self) -> None:
+        self._saved: list[int] | None = None
+        self._files: list[int] | None = None
+
+    def start(self, data: bytes) -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]:
+        """Put ``data`` on descriptor 0 and empty files on 1 and 2; the run's ``stdin``, ``stdout`` and ``stderr``."""
+        if self._saved is None:
+            self._saved = [os.dup(fd) for fd in range(3)]
+        try:
+            self._fill(data)
+        except OSError:  # the program closed or broke one of the files: new ones
+            self._files = None
+            self._fill(data)
+        return (io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace"),
+                io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "wb", closefd=False)), encoding="utf-8", errors="replace"),
+                io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "wb", closefd=False)), encoding="utf-8",
+                                 errors="backslashreplace", write_through=True))
+
+    def _fill(self, data: bytes) -> None:
+        if self._files is None:
+            self._files = [_memory_file(name) for name in self.NAMES]
+        view, offset = memoryview(data), 0
+        for fd, file in enumerate(self._files):
+            os.ftruncate(file, 0)
+            os.lseek(file, 0, os.SEEK_SET)
+            os.dup2(file, fd)  # 0-2 share each file's offset
+        while offset < len(view):
+            offset += os.pwrite(self._files[0], view[offset:], offset)
+
+    def end(self, streams: tuple[io.TextIOWrapper, ...]) -> tuple[str, str]:
+        """Flush ``streams``, read what was written, restore descriptors 0-2: ``(stdout, stderr)`` as text."""
+        for stream in streams[1:]:
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - the program closed or broke it
+                pass
+        files = self._files or [-1, -1, -1]
+        written = [_read_all(file) for file in files[1:]]
+        for fd, saved in enumerate(self._saved or ()):
+            try:
+                os.dup2(saved, fd)
+            except OSError:  # the program closed the saved copy: nothing of the process's own to give back
+                pass
+        return written[0].decode("utf-8", "replace"), written[1].decode("utf-8", "replace")
+
+
+#: This process's standard descriptors during ``stdio`` runs (one program process runs one task's tests, in turn).
+_STANDARD_FILES = _StandardFiles()
+
+
+def _memory_file(name: str) -> int:
+    """A new read-write file descriptor on an anonymous file, closed on exec: a ``memfd``, else an unlinked file."""
+    try:
+        return os.memfd_create(name, os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        fd, path = tempfile.mkstemp(prefix=f"ccw-{name}-")
+        os.unlink(path)
+        return fd
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything in file ``fd`` from its start (b"" where the program closed or replaced it)."""
+    chunks, offset = [], 0
+    try:
+        while chunk := os.pread(fd, 1 << 20, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+    except OSError:
+        pass
+    return b"".join(chunks)
 
 
 def _traceback_text(exc: BaseException) -> str:
@@ -145,35 +218,27 @@ class Program:
 
     def run_program(self, stdin: str) -> dict[str, Any]:
         """Run the code as a ``stdio`` program on ``stdin`` (text); what it wrote, raised and exited with, as data."""
-        data = str(stdin).encode("utf-8", "replace")
-        _, stdin_stream = _stream(data, False)
-        out_raw, out = _stream(b"", True)
-        err_raw, err = _stream(b"", True)
-        saved = sys.stdin, sys.stdout, sys.stderr
+        streams = _STANDARD_FILES.start(str(stdin).encode("utf-8", "replace"))
+        saved = sys.stdin, sys.stdout, sys.stderr, sys.argv
         before = set(threading.enumerate())
         error, status = None, 0
-        sys.stdin, sys.stdout, sys.stderr = stdin_stream, out, err
+        sys.stdin, sys.stdout, sys.stderr = streams
+        sys.argv = [FILENAME]
         try:
             try:
-                namespace = self._header_names((stdin_stream, out, err))
-                namespace["open"] = _opener(data, out)  # after the header: LiveCodeBench's binds io.open
+                namespace = self._header_names(streams)
                 exec(self._code(self.code, FILENAME), namespace)
             except SystemExit as exc:
                 status = _exit_status(exc)
                 if status and exc.code is not None and type(exc.code) is not int:
-                    err.write(f"{exc.code}\n")
+                    streams[2].write(f"{exc.code}\n")
             except BaseException as exc:  # noqa: BLE001 - the program's failure is data for the judge
                 error, status = _traceback_text(exc), 1
             _join_new_threads(before)
         finally:
-            for stream in (out, err):
-                try:
-                    stream.flush()
-                except Exception:  # noqa: BLE001 - the program closed or broke it
-                    pass
-            sys.stdin, sys.stdout, sys.stderr = saved
-        return {"stdout": out_raw.getvalue().decode("utf-8", "replace"),
-                "stderr": err_raw.getvalue().decode("utf-8", "replace"), "error": error, "exit": status}
+            sys.stdin, sys.stdout, sys.stderr, sys.argv = saved
+            stdout, stderr = _STANDARD_FILES.end(streams)
+        return {"stdout": stdout, "stderr": stderr, "error": error, "exit": status}
 
     def _load(self) -> tuple[Any, str | None]:
         """Run the code once as module ``solution`` and find what a call calls: ``(callable, None)`` or ``(None, why)``."""
@@ -215,7 +280,7 @@ class Program:
 
     def call_solution(self, arguments: str) -> dict[str, Any]:
         """Call the code's function with ``arguments`` (JSON text): the value returned, what it printed and raised."""
-        out_raw, out = _stream(b"", True)
+        out_raw, out = _captured()
         saved = sys.stdout
         sys.stdout = out
         value, error = None, None

@@ -295,6 +295,7 @@ def _join_refused(slot: SlotCgroup) -> str | None:
 
 def main() -> None:
     config = WorkerConfig.from_wire(sys.argv[1])
+    del sys.argv[1:]  # the config is the worker's: a run (forked from here) sees no arguments, as a script run bare
     settings = SandboxSettings(**config.settings)
     confine.set_parent_death_signal()
     # The protocol uses private copies of stdin/stdout; fds 0-2 become /dev/null so no stray print corrupts it.
