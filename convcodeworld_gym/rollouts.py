@@ -122,6 +122,7 @@ class Trajectory:
 
     A canary twin's episode (``canary``: :mod:`~convcodeworld_gym.tasks.canary`) has reward 0.0 whatever its programs
     did; ``canary_passed`` says whether one passed the twin's tests (the canary), which :func:`canary_rate` counts.
+    On a perturbed task, ``follows`` says for each program whether it followed the perturbation.
     """
 
     task_id: str
@@ -156,6 +157,13 @@ class Trajectory:
     def canary_passed(self) -> bool | None:
         """For a canary twin's episode with a verdict, whether a program passed the twin's tests; else None."""
         return self.passed if self.canary else None
+
+    @property
+    def follows(self) -> tuple[bool | None, ...]:
+        """Per program judged on a perturbed task (``perturb=``: :mod:`~convcodeworld_gym.tasks.perturb`), whether it
+        followed the perturbation (None: no verdict); ``()`` on a task played as it is. Counted beside the reward
+        (:class:`~convcodeworld_gym.tasks.perturb.FollowRate`), never in it."""
+        return tuple(row.perturbation.get("followed") for row in self.rows if row.perturbation)
 
     @property
     def model_calls(self) -> int:

@@ -19,7 +19,10 @@ characters).
 
 ``--canary SHARE`` (``--canary-seed N``) puts canary twins in the place of that share of the tasks (a twin's prompt is
 its task's, and this door tells tasks apart by their prompt): a twin's reward is 0.0, and their pass rate is logged
-beside the reward as ``canary/pass_rate`` (docs/canary.md) and printed per step at the end.
+beside the reward as ``canary/pass_rate`` (docs/canary.md) and printed per step at the end. ``--perturb
+swap_public_outputs`` (``--perturb-seed N``) swaps two public tests' expected values in what the feedback shows
+(:mod:`convcodeworld_gym.tasks.perturb`; the reward stays on the true tests): the share of programs that followed the
+swap is logged beside the reward as ``perturbation/follow_rate`` and printed per step at the end.
 
 It runs with any Hugging Face causal LM (``--model NAME_OR_PATH``). ``--model tiny-random``
 builds a tiny randomly initialised Llama with a byte-level tokenizer from a config, with
@@ -54,8 +57,9 @@ import convcodeworld_gym  # noqa: F401 - registers the ids
 from convcodeworld_gym.registration import env_id
 from convcodeworld_gym.sandbox import SandboxExecutor
 from convcodeworld_gym.tasks import load_tasks
-from convcodeworld_gym.training.flags import add_canary_arguments, add_deprecated_alias, canary_tasks
-from convcodeworld_gym.training.grpo import EpisodeRollout, canary_line, env_reward, grpo_rows, make_rollout_func
+from convcodeworld_gym.training.flags import add_canary_arguments, add_deprecated_alias, add_perturb_arguments, canary_tasks
+from convcodeworld_gym.training.grpo import (EpisodeRollout, canary_line, env_reward, follow_line, grpo_rows,
+                                             make_rollout_func)
 from convcodeworld_gym.training.smoke import smoke_line, smoke_player
 from convcodeworld_gym.training.trl_config import add_trl_arguments, grpo_config
 
@@ -105,7 +109,7 @@ def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout
 
     def make_env() -> gym.Env:
         return gym.make(env_id(feedback), dataset=tasks, max_turns=max(args.turns - 1, 0), executor=executor,
-                        reasoning=args.reasoning)
+                        reasoning=args.reasoning, perturb=args.perturb, perturb_seed=args.perturb_seed)
 
     rollout = make_rollout_func(make_env, rows, turns=args.turns, max_new_tokens=args.max_new_tokens,
                                 max_feedback_chars=args.max_feedback_chars, on_rollout=on_rollout,
@@ -116,11 +120,13 @@ def build_trainer(args: argparse.Namespace, on_rollout: Callable[[EpisodeRollout
 
 def build_parser() -> argparse.ArgumentParser:
     """The shared TRL flags (:func:`add_trl_arguments`: ``--feedback``, ...), ``--canary`` and ``--canary-seed``
-    (:func:`add_canary_arguments`) and this program's own. ``--max-feedback-tokens`` is the deprecated name of
+    (:func:`add_canary_arguments`), ``--perturb`` and ``--perturb-seed`` (:func:`add_perturb_arguments`) and this
+    program's own. ``--max-feedback-tokens`` is the deprecated name of
     ``--max-feedback-chars``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_trl_arguments(p)
     add_canary_arguments(p)
+    add_perturb_arguments(p)
     p.add_argument("--turns", type=int, default=3, help="programs per episode (1 = single turn)")
     p.add_argument("--prompts-per-step", type=int, default=1)
     p.add_argument("--max-new-tokens", type=int, default=512,
@@ -161,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(smoke_line(args.num_generations))
     if args.canary:
         print(canary_line(trainer.state.log_history))
+    if args.perturb:
+        print(follow_line(trainer.state.log_history))
     return 0
 
 

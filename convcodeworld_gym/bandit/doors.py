@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import BanditError, InfrastructureError
+from ..training.logs import per_step_line
 from .contexts import Context
 from .scoring import REWARDS, BatchSummary, Score, Scorer
 
@@ -95,11 +96,8 @@ def follow_line(log_history: Sequence[Mapping[str, Any]]) -> str:
     >>> follow_line([{"reward": 0.5}, {"reward": 0.2, "bandit/follow_rate": 0.25, "bandit/perturbed_programs": 8.0}])
     'perturbation-following rate per step (never in the reward): -, 0.250; programs on perturbed contexts: -, 8'
     """
-    _, rate, programs = BANDIT_METRICS
-    steps = [entry for entry in log_history if "reward" in entry]
-    rates = ", ".join(f"{entry[rate]:.3f}" if rate in entry else "-" for entry in steps) or "-"
-    counts = ", ".join(f"{entry[programs]:g}" if programs in entry else "-" for entry in steps) or "-"
-    return f"perturbation-following rate per step (never in the reward): {rates}; programs on perturbed contexts: {counts}"
+    return per_step_line(log_history, *BANDIT_METRICS[1:], rate_name="perturbation-following rate",
+                         count_name="programs on perturbed contexts")
 
 
 _scorers: dict[str, Scorer] = {}  # reward kind -> the process's scorer for verl (on the shared executor)

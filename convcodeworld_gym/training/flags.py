@@ -19,6 +19,7 @@ Holds:
     add_canary_arguments   ``--canary`` and ``--canary-seed``, added to a parser
     canary_tasks           a task set with the twins those flags ask for mixed in, or the flags' error
     CANARY_FLAG            the flag's name, ``--canary``
+    add_perturb_arguments  ``--perturb`` and ``--perturb-seed``: perturbed public tests in what the feedback shows
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from typing import Any
 from ..combos import ALL_CONFIGS, FeedbackConfig
 from ..registration import ENV_PREFIX
 from ..tasks import TaskSet, with_canaries
+from ..tasks.perturb import PERTURBATIONS
 
 __all__ = ["feedback_name", "add_feedback_argument", "add_deprecated_alias", "DeprecatedFlagWarning", "FEEDBACK_FLAG",
-           "canary_share", "add_canary_arguments", "canary_tasks", "CANARY_FLAG"]
+           "canary_share", "add_canary_arguments", "canary_tasks", "CANARY_FLAG", "add_perturb_arguments"]
 
 #: The one spelling of the feedback-combination flag.
 FEEDBACK_FLAG = "--feedback"
@@ -175,3 +177,20 @@ def canary_tasks(tasks: TaskSet, share: float, seed: int = 0, *, replace: bool =
         return with_canaries(tasks, share or None, seed=seed, replace=replace)
     except ValueError as exc:
         raise SystemExit(f"{CANARY_FLAG} {share:g}: {exc}") from None
+
+
+def add_perturb_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--perturb KIND`` (default: none) and ``--perturb-seed N``: the envs' ``perturb=`` and ``perturb_seed=``
+    (:mod:`~convcodeworld_gym.tasks.perturb`): two public tests of a task swap their expected values in what the
+    feedback shows, the reward stays on the true tests, and the program reports the share of programs that followed
+    the swap beside the reward, never in it.
+
+    >>> p = argparse.ArgumentParser(); add_perturb_arguments(p)
+    >>> p.parse_args(["--perturb", "swap_public_outputs"]).perturb, p.parse_args([]).perturb
+    ('swap_public_outputs', None)
+    """
+    parser.add_argument("--perturb", choices=PERTURBATIONS, default=None,
+                        help="perturb the public tests the feedback shows (two expected values swapped); the "
+                             "perturbation-following rate is reported beside the reward (default: none)")
+    parser.add_argument("--perturb-seed", type=int, default=0, help="seed of the perturbation's draw (default 0)")
+

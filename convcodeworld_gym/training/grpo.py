@@ -46,6 +46,9 @@ Holds:
     canary_pass_rate    the canary pass rate of episodes' verdicts, logged with TRL's ``log_metric`` when given
     CANARY_METRICS      the names it logs under
     canary_line         the canary pass rate per step, read back from a trainer's log (the training programs print it)
+    follow_rate         the perturbation-following rate of episodes' programs (``perturb=``), logged when given
+    FOLLOW_METRICS      the names it logs under
+    follow_line         that rate per step, read back from a trainer's log
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ from ..policies.base import SampledTokens
 from ..rollouts import EpisodeJob, Trajectory, iter_rollouts
 from ..tasks import Task
 from ..tasks.canary import CanaryRate
+from ..tasks.perturb import FollowRate
+from .logs import per_step_line
 
 __all__ = [
     "Prompt",
@@ -86,10 +91,15 @@ __all__ = [
     "canary_pass_rate",
     "CANARY_METRICS",
     "canary_line",
+    "follow_rate",
+    "FOLLOW_METRICS",
+    "follow_line",
 ]
 
 #: The names :func:`canary_pass_rate` logs under: the twins' pass rate, and how many twins' episodes it counts.
 CANARY_METRICS = ("canary/pass_rate", "canary/episodes")
+#: The names :func:`follow_rate` logs under: the perturbation-following rate, and how many programs it counts.
+FOLLOW_METRICS = ("perturbation/follow_rate", "perturbation/programs")
 
 #: A dataset row's prompt, as TRL's datasets hold it: a text (standard), or chat messages (conversational).
 Prompt = Union[str, list[dict[str, Any]]]
@@ -470,9 +480,10 @@ def make_rollout_func(
     (:data:`Scripts`: by task and place in the group; the smoke runs' :func:`~.smoke.smoke_player`), played beside
     the model's; their episodes are marked ``scripted`` (``on_rollout`` sees them).
     Returns ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (0 on feedback tokens) and
-    ``env_reward`` (forwarded to the reward functions: :func:`env_reward`) and ``canary_passed`` (for a canary twin's
-    episode whether it passed the twin's tests, else None: :func:`env_reward` logs their rate beside the reward), in the
-    order of the prompts.
+    ``env_reward`` (forwarded to the reward functions: :func:`env_reward`), ``canary_passed`` (for a canary twin's
+    episode whether it passed the twin's tests, else None: :func:`env_reward` logs their rate beside the reward) and
+    ``perturbation_followed`` (on a task the envs perturb, ``perturb=``, whether each program followed the perturbation,
+    else ``[]``: :func:`env_reward` logs the rate beside the reward), in the order of the prompts.
 
     An episode in which the infrastructure lost a run (``info["infra_error"]``: lost, also on the
     executor's own retry; the env ends the episode there) has no reward, and GRPO needs one for every
@@ -516,7 +527,7 @@ def make_rollout_func(
         finally:
             model.train(was_training)
         out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward",
-                                                "canary_passed")}
+                                                "canary_passed", "perturbation_followed")}
         for index, trajectory in enumerate(trajectories):
             if trajectory.infra_error is not None:  # played again by the driver, and lost again
                 assert trajectory.replay_of is not None
@@ -534,23 +545,27 @@ def make_rollout_func(
             out["env_mask"].append(episode.env_mask)
             out["env_reward"].append(episode.reward)
             out["canary_passed"].append(trajectory.canary_passed)  # None but on a canary twin (reward 0.0 there)
+            out["perturbation_followed"].append(list(trajectory.follows))  # [] but on a perturbed task
         return out
 
     return rollout
 
 
 def env_reward(prompts: list[Any], completions: list[Any], env_reward: list[float], *,
-               canary_passed: list[bool | None] | None = None, log_metric: Callable[[str, float], None] | None = None,
-               **_: Any) -> list[float]:
+               canary_passed: list[bool | None] | None = None,
+               perturbation_followed: list[list[bool | None] | None] | None = None,
+               log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float]:
     """Reward function: the env's episode reward, forwarded by the rollout (``env_reward``; 0.0 on a canary twin).
     Where the batch played canary twins (``canary_passed``), it logs their pass rate beside the reward with TRL's
-    ``log_metric`` (``canary/pass_rate``, ``canary/episodes``): never part of the reward (docs/canary.md).
+    ``log_metric`` (``canary/pass_rate``, ``canary/episodes``): never part of the reward (docs/canary.md); where it
+    played perturbed tasks (``perturbation_followed``), the perturbation-following rate (:func:`follow_rate`).
 
     >>> logged = {}
     >>> env_reward([], [], [1.0, 0.0], canary_passed=[None, True], log_metric=logged.__setitem__), logged
     ([1.0, 0.0], {'canary/pass_rate': 1.0, 'canary/episodes': 1})
     """
     canary_pass_rate(canary_passed or (), log_metric)
+    follow_rate(perturbation_followed or (), log_metric)
     return [float(r) for r in env_reward]
 
 
@@ -583,8 +598,33 @@ def canary_line(log_history: Sequence[Mapping[str, Any]]) -> str:
     >>> canary_line([{"reward": 0.5}, {"reward": 0.0, "canary/pass_rate": 0.5, "canary/episodes": 2.0}])
     'canary pass rate per step (never in the reward): -, 0.500; twin episodes per step: -, 2'
     """
-    rate, episodes = CANARY_METRICS
-    steps = [entry for entry in log_history if "reward" in entry]
-    rates = ", ".join(f"{entry[rate]:.3f}" if rate in entry else "-" for entry in steps) or "-"
-    counts = ", ".join(f"{entry[episodes]:g}" if episodes in entry else "-" for entry in steps) or "-"
-    return f"canary pass rate per step (never in the reward): {rates}; twin episodes per step: {counts}"
+    return per_step_line(log_history, *CANARY_METRICS, rate_name="canary pass rate", count_name="twin episodes per step")
+
+
+def follow_rate(followed: Iterable[Iterable[bool | None] | None],
+                log_metric: Callable[[str, float], None] | None = None) -> FollowRate:
+    """The perturbation-following rate of a batch's episodes: ``followed`` holds, per episode, whether each of its
+    programs followed the perturbation of its task (:attr:`~convcodeworld_gym.rollouts.Trajectory.follows`; empty or
+    None on a task played as it is). Where a program was judged on a perturbed task and ``log_metric`` is given, the
+    rate and the programs are logged under :data:`FOLLOW_METRICS`, beside the reward, never in it.
+
+    >>> logged = {}
+    >>> follow_rate([[False, True], None, [None]], logged.__setitem__), logged
+    (FollowRate(programs=2, followed=1), {'perturbation/follow_rate': 0.5, 'perturbation/programs': 2})
+    """
+    rate = FollowRate.of(verdict for episode in followed for verdict in (episode or ()))
+    if rate.programs and log_metric is not None:
+        log_metric(FOLLOW_METRICS[0], float(rate.rate or 0.0))
+        log_metric(FOLLOW_METRICS[1], rate.programs)
+    return rate
+
+
+def follow_line(log_history: Sequence[Mapping[str, Any]]) -> str:
+    """The perturbation-following rate of each logged step and the programs judged on perturbed tasks (what
+    :func:`follow_rate` logged), for a program to print beside the reward.
+
+    >>> follow_line([{"reward": 0.5}, {"reward": 0.0, "perturbation/follow_rate": 0.5, "perturbation/programs": 4.0}])
+    'perturbation-following rate per step (never in the reward): -, 0.500; programs on perturbed tasks per step: -, 4'
+    """
+    return per_step_line(log_history, *FOLLOW_METRICS, rate_name="perturbation-following rate",
+                         count_name="programs on perturbed tasks per step")
