@@ -13,6 +13,7 @@ user reads its key from the environment when an env builds it.
 Holds:
     Backend        the shared executor, task set, ids and limits; makes and releases the sessions' envs
     ServerLimits   sessions, request size, episode time, idle time and request time, each with its ``convcodeworld serve`` flag
+    INFO_SCOPES    what of a step's info a client may get: ``"shown"`` (what the feedback could show) or ``"full"``
 """
 
 from __future__ import annotations
