@@ -47,6 +47,7 @@ from ..aio import run_blocking, run_sync
 from ..combos import FeedbackConfig
 from ..errors import ConvCodeWorldError, FeedbackUnavailable, SamplesError
 from ..feedback.execution import FEEDBACK_STYLES
+from ..feedback.verbal import simulator_defaults
 from ..policies import Policy
 from ..protocol import PROTOCOLS
 from ..policies.prompts import SYSTEM_PROMPT, initial_prompt, refinement_prompt
@@ -366,6 +367,23 @@ def check_run_folder(run_dir: str | os.PathLike[str], *, report: bool = False) -
         claim(run_dir, names + (list(REPORT_FILES.values()) if report else []))
 
 
+def _effective(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's ``config`` as a resume compares it: the simulated user's settings with the defaults it was built with
+    filled in (:func:`~convcodeworld_gym.feedback.verbal.simulator_defaults`), so that a run the Python API started
+    (no ``simulator_kwargs``) and one the command line started (``backend`` and ``seed`` written out) with the same
+    user are the same run; a user given as an object (``verbal_feedback``) is compared as stored.
+
+    >>> _effective({"verbal_env_kwargs": {"simulator_kwargs": {"seed": 3}}})["verbal_env_kwargs"]["simulator_kwargs"]["seed"]
+    3
+    >>> _effective({})["verbal_env_kwargs"]["simulator_kwargs"]["backend"]
+    'auto'
+    """
+    verbal = dict(config.get("verbal_env_kwargs") or {})
+    if "verbal_feedback" not in verbal:
+        verbal["simulator_kwargs"] = {**simulator_defaults(), **dict(verbal.get("simulator_kwargs") or {})}
+    return {**config, "verbal_env_kwargs": verbal}
+
+
 def _prepare_dir(run_dir: Path, metadata: dict[str, Any], log: Callable[[str], None]) -> None:
     """Check that ``run_dir`` (held by this run) may take this run: a new folder gets its ``metadata.json``; a folder
     of an earlier run must hold one made with the same settings (by name)."""
@@ -377,7 +395,7 @@ def _prepare_dir(run_dir: Path, metadata: dict[str, Any], log: Callable[[str], N
             raise RunConfigMismatch(f"{path} holds no run's settings (no \"config\"); pass a new --out directory")
         stored, unchecked = (old["config"], []) if old.get("schema", 1) >= METADATA_SCHEMA else \
             legacy_config(old["config"], metadata["config"])
-        differing = config_differences(stored, metadata["config"])
+        differing = config_differences(_effective(stored), _effective(metadata["config"]))
         if differing:
             raise RunConfigMismatch(
                 f"{run_dir} holds a run made with other settings ({'; '.join(differing)}); "

@@ -265,6 +265,21 @@ def test_a_resume_compares_what_changes_results_by_name_and_ignores_how_the_endp
     assert "CF: 1 episodes played, 1 already done" in printed
 
 
+def test_a_run_the_api_started_resumes_from_the_command_line_and_the_reverse(tmp_path, executor, capsys):
+    """The same run by the Python API (no simulator settings given) and by the command line (which writes
+    ``backend: auto`` and the seed out): either resumes the other (before: refused, "verbal_env_kwargs.simulator_kwargs
+    .backend: (not set) -> auto"); a simulator seed that differs is still refused."""
+    by_api = tmp_path / "api"
+    _run(by_api, executor)
+    assert main([*_ARGS, "--out", str(by_api)]) == 0
+    assert f"{COMBO}: 0 episodes played, 6 already done" in capsys.readouterr().out
+    by_cli = tmp_path / "cli"
+    assert main([*_ARGS, "--limit", "2", "--out", str(by_cli)]) == 0
+    assert _run(by_cli, executor, limit=2).played == {COMBO: 0}
+    with pytest.raises(RunConfigMismatch, match=r"verbal_env_kwargs\.simulator_kwargs\.seed: 0 -> 5"):
+        _run(by_cli, executor, limit=2, verbal_env_kwargs={"simulator_kwargs": {"seed": 5}})
+
+
 def test_config_mismatch_names_each_differing_field(tmp_path, executor):
     _run(tmp_path / "run", executor, limit=1)
     with pytest.raises(RunConfigMismatch, match=r"max_turns: 4 -> 3; seed: 0 -> 1"):

@@ -21,9 +21,10 @@ alone does **not** switch ``"auto"`` to the paid API):
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
-from typing import Literal
+from typing import Any, Literal
 
 from ...sandbox.host.executor import Executor
 from ..context import VerbalFeedback, VerbalReply
@@ -36,6 +37,7 @@ from .rules import check_expertise, should_speak
 
 __all__ = [
     "make_simulator",
+    "simulator_defaults",
     "endpoint_configured",
     "LLMSimulator",
     "OfflineSimulator",
@@ -74,6 +76,17 @@ def _warn_offline_once() -> None:
         MODEL_ENV,
         BASE_URL_ENV,
     )
+
+
+def simulator_defaults() -> dict[str, Any]:
+    """What :func:`make_simulator` builds a user with where its caller says nothing: each keyword's default but the
+    key, the cache's path and the executor (they do not decide what the user says).
+
+    >>> simulator_defaults()["backend"], simulator_defaults()["seed"], "api_key" in simulator_defaults()
+    ('auto', 0, False)
+    """
+    return {name: p.default for name, p in inspect.signature(make_simulator).parameters.items()
+            if p.default is not inspect.Parameter.empty and name not in ("api_key", "cache_path", "executor")}
 
 
 def make_simulator(
