@@ -1,6 +1,6 @@
-"""A client of the episode server is a stranger: what a step's ``metadata["info"]`` sends it holds no more of the
-hidden tests than the step's feedback showed (``convcodeworld serve --info shown``, the default), and all of the
-info under ``--info full``. A real server (a process of its own, on 127.0.0.1), real WebSockets, the real sandbox."""
+"""A client of the episode server is a stranger: what a step's ``metadata["info"]`` sends it holds nothing of the
+tests the step's feedback did not cover (``convcodeworld serve --info shown``, the default: no traceback, outcome,
+count or time of a hidden test), and all of the info under ``--info full``. A real server (a process of its own, on 127.0.0.1), real WebSockets, the real sandbox."""
 
 from __future__ import annotations
 
@@ -60,9 +60,12 @@ def test_a_hidden_tests_input_never_reaches_a_client_where_the_feedback_did_not_
     assert HIDDEN in json.dumps(local, default=str)  # the runner's own info has it: the attack works on the program side
     served = _served_info(server.base_url, gym_id)
     assert HIDDEN not in json.dumps(served)
-    assert [(t["name"], t["outcome"]) for t in served["tests"]] == [(t["name"], t["outcome"]) for t in local["tests"]]
-    assert served["tests"][3]["traceback"] is None and served["pass_fraction"] == local["pass_fraction"] == 0.75
-    assert served["hidden_pass_fraction"] == 0.0 and served["public_pass_fraction"] == 1.0
+    partial = "EF_partial" in gym_id
+    assert [t["name"] for t in served["tests"]] == (["test_1", "test_2", "test_3"] if partial else [])
+    assert [t["outcome"] for t in served["tests"]] == [t["outcome"] for t in local["tests"][:len(served["tests"])]]
+    assert local["pass_fraction"] == 0.75 and served["pass_fraction"] is None and served["hidden_pass_fraction"] is None
+    assert served["public_pass_fraction"] == (1.0 if partial else None)
+    assert served["timings"]["execute_s"] is None and served["timings"]["compile_s"] >= 0
 
 
 def test_full_ef_shows_the_hidden_test_so_its_traceback_is_sent(server):
