@@ -147,6 +147,13 @@ class _Capacity:
     lost: list[str] = field(default_factory=list)  # the nodes of actors lost since then
 
 
+#: What a ``ray://`` connection that failed without ``RAY_AUTH_MODE`` set may lack (Ray 2.59 and later turn token
+#: authentication on for the clusters ``ray start`` makes, and the client then times out).
+_AUTH_HINT = ("; a cluster with token authentication (Ray >= 2.59 turns it on for `ray start` clusters) also needs "
+              "RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN, or `ray get-auth-token` on the head) in this "
+              "process's environment")
+
+
 class RayExecutor(Executor):
     """Runs each execution on a Ray cluster, in a warm sandbox held by one of ``slots`` actors.
 
@@ -219,6 +226,7 @@ class RayExecutor(Executor):
                 raise RayUnavailable(
                     f"could not connect to the Ray cluster at {address!r} ({exc}); check the address "
                     "(`ray status` on the head node shows it) or pass address=None for a local instance"
+                    + (_AUTH_HINT if str(address).startswith("ray://") and not os.environ.get("RAY_AUTH_MODE") else "")
                 ) from exc
             self._owns_ray = True
         self._pid = os.getpid()
