@@ -7,7 +7,9 @@ against a server as they play in-process: the trainer on one machine, the sandbo
 give it the task set (``tasks=``) when a policy needs the task records (the rollout driver does).
 
 Differences from the local env: ``info`` is what crossed as JSON (lists for tuples; ``timings`` rebuilt as
-:class:`~convcodeworld_gym.env.Timings`, the server's); the reward of a step the infrastructure lost is 0.0 with
+:class:`~convcodeworld_gym.env.Timings`, the server's), and a server started with ``--info shown`` (its default)
+sends of it only what the step's feedback covers (:func:`~convcodeworld_gym.feedback.shown.shown_info`: under partial
+or no EF no hidden test's entry, count or time); the reward of a step the infrastructure lost is 0.0 with
 ``info["infra_error"]`` set, as locally; and it does not offer ``user_feedback_for`` (the reference protocol's
 compile-fix turns), so play it with ``protocol="always"``.
 
