@@ -251,9 +251,26 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|[+-]?(?:inf|infini
 _INTEGER = re.compile(r"[+-]?\d+")
 
 
+def _integer_text(token: str) -> str:
+    """An integer token's canonical text (no ``+``, no leading zeros, ``0`` for ``-0``): compared as text, since
+    ``int()`` refuses more than 4300 digits (``sys.get_int_max_str_digits``), which a right answer may have.
+
+    >>> _integer_text("+007"), _integer_text("-0"), _integer_text("-12")
+    ('7', '0', '-12')
+    """
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return "-" + digits if token.startswith("-") and digits != "0" else digits
+
+
 def _token_match(a: str, b: str) -> bool:
+    """Whether two output tokens are the same by CodeContests' checker: integers exactly, other numbers within
+    1e-5, anything else as text.
+
+    >>> _token_match("9" * 5000, "0" + "9" * 5000), _token_match("1.000001", "1"), _token_match("-0", "0")
+    (True, True, True)
+    """
     if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
-        return int(a) == int(b)
+        return _integer_text(a) == _integer_text(b)
     if _NUMBER.fullmatch(a) and _NUMBER.fullmatch(b):
         return abs(float(a) - float(b)) < 1e-5
     return a == b
