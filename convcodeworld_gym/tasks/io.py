@@ -275,7 +275,12 @@ class IOTask(Task):
         runner (this package's, preloaded by every sandbox worker), which sent every I/O run to the heaviest
         worker. A program this task's :meth:`program_for` did not make: what it imports itself."""
         code = wrapped_code(program)
-        return imported_modules(program) if code is None else imported_modules(code) | imported_modules(self.import_header)
+        return imported_modules(program) if code is None else imported_modules(code) | self._header_imports
+
+    @cached_property
+    def _header_imports(self) -> frozenset[str]:
+        """What the import header imports (parsed once a task, not once a run)."""
+        return imported_modules(self.import_header)
 
     @cached_property
     def module_paths(self) -> frozenset[str]:
