@@ -105,8 +105,8 @@ class Backend:
             ``gym.make``: :func:`~convcodeworld_gym.tasks.canary.with_canaries`). A twin's reward is always 0.0; its
             episodes are marked (``metadata["info"]["canary"]``) and :attr:`tally` reports their pass rate.
         info: what of a step's ``info`` a client gets in ``metadata["info"]`` (``convcodeworld serve --info``):
-            ``"shown"`` (default) keeps only what the step's execution feedback could show (a hidden test's
-            traceback and a crash in a hidden test taken out: :func:`~convcodeworld_gym.feedback.shown.shown_info`),
+            ``"shown"`` (default) keeps only what the step's execution feedback covers (no traceback, outcome,
+            count or time of a test it does not cover: :func:`~convcodeworld_gym.feedback.shown.shown_info`),
             for a client that may be, or may feed, the policy; ``"full"`` sends it all, for a client the operator
             trusts with the hidden tests (an evaluation harness of their own).
 

@@ -60,8 +60,9 @@ def add_serve(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     data.add_argument("--simulator-base-url", default=None)
     data.add_argument("--info", choices=INFO_SCOPES, default="shown",
                       help="what of each step's info a client gets in metadata.info: 'shown' (default) only what the "
-                      "step's execution feedback could show (no hidden test's traceback), for clients that may be or "
-                      "feed the policy; 'full' everything, hidden tests' tracebacks included, for a trusted harness")
+                      "step's execution feedback covers (no traceback, outcome, count or time of a hidden test), for "
+                      "clients that may be or feed the policy; 'full' everything, hidden tests included, for a trusted "
+                      "harness")
     run = serve.add_argument_group("sandbox (one executor for all sessions)")
     run.add_argument("--workers", type=int, default=None, help="sandbox worker slots (default: one per core)")
     run.add_argument("--runtime", default=None, help="the interpreter that runs the programs (as for evaluate)")
