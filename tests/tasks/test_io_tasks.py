@@ -388,3 +388,13 @@ def test_the_llm_expert_reads_the_canonical_solution_itself_and_no_hidden_test(e
     assert obs["verbal_feedback"] == "Sum the numbers."
     assert task.solution_code.strip() in sent and "convcodeworld_gym" not in sent and "_Program" not in sent
     assert not [v for v in _hidden_values(task) if v in sent]  # partial EF: the public tests' text only
+
+
+def test_codecontests_reads_numbers_in_ascii_digits_only():
+    """An attack on the rule's number reading: Python's float() and int() take other scripts' digits, so a program
+    printing "٣.5" (Arabic-Indic three) passed where 3.5 was expected; the dataset's checker reads ASCII numbers."""
+    from convcodeworld_gym.sandbox.run.iocheck import _codecontests_stdio
+
+    assert _codecontests_stdio("3.5000001\n", "3.5\n") is None and _codecontests_stdio("-0\n", "0\n") is None
+    for forged, expected in (("\u0663.5", "3.5"), ("\u0663", "3"), ("\uff13", "3"), ("1\u0660", "10")):
+        assert _codecontests_stdio(forged + "\n", expected + "\n") is not None, forged

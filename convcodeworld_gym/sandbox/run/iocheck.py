@@ -247,8 +247,10 @@ def _int_keys(value: Any) -> Any:
 
 # ----------------------------------------------------------------------------- CodeContests
 
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|[+-]?(?:inf|infinity|nan)")
-_INTEGER = re.compile(r"[+-]?\d+")
+# ASCII digits only, as the dataset's checker reads numbers (C++ streams): float() and int() also take other scripts'
+# digits, so "٣.5" read as 3.5 passed where 3.5 was expected.
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.ASCII)
+_INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
 
 
 def _integer_text(token: str) -> str:
