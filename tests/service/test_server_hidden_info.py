@@ -77,3 +77,25 @@ def test_info_full_sends_the_hidden_tests_traceback_to_a_trusted_client():
     with EpisodeServer(["CF-EF_partial", "--dataset", "humaneval", "--info", "full"]) as trusted:
         served = _served_info(trusted.base_url, "ConvCodeWorld-CF-EF_partial-v0")
     assert HIDDEN in served["tests"][3]["traceback"]
+
+
+def test_a_client_cannot_ask_for_the_full_info(server):
+    """A hostile client names the operator's setting in its reset (``info="full"``, ``scope="full"``): refused by name,
+    and the same session's next episode still gets the shown info only."""
+    from convcodeworld_gym.errors import ServerError
+
+    async def session() -> tuple[list[str], dict]:
+        refusals = []
+        async with ConvCodeWorldClient(base_url=server.base_url) as client:
+            for extra in ({"info": "full"}, {"scope": "full"}):
+                try:
+                    await client.reset(env_id="ConvCodeWorld-CF-EF_partial-v0", task_id=TASK, **extra)
+                except ServerError as exc:
+                    refusals.append(str(exc))
+            await client.reset(env_id="ConvCodeWorld-CF-EF_partial-v0", task_id=TASK)
+            result = await client.step(ECHO)
+            return refusals, dict(result.observation.metadata["info"])
+
+    refusals, info = run(session())
+    assert len(refusals) == 2 and all("unknown reset argument" in r for r in refusals), refusals
+    assert HIDDEN not in json.dumps(info) and [t["name"] for t in info["tests"]] == ["test_1", "test_2", "test_3"]
