@@ -111,6 +111,8 @@ def _client(address: str, **env: str) -> dict:
 
 def test_a_cluster_reached_by_ray_url_judges_as_the_local_sandbox(head, humaneval, executor):
     out = _client(head, **AUTH)
+    if "error" in out:  # a head that answers `ray status` may still fail a first client on a loaded machine: once more
+        out = _client(head, **AUTH)
     tasks = [humaneval[f"HumanEval/{i}"] for i in range(3)]
     local = executor.run_many([(t, t.ground_truth) for t in tasks] + [(t, t.code_prompt + "    return None\n") for t in tasks])
     assert out.get("passed") == [r.passed for r in local] == [True] * 3 + [False] * 3, out
